@@ -1,0 +1,191 @@
+"""Frozen records passed between the stages of the pipeline.
+
+The offset convention, stated once for the whole package:
+
+* Every range is half-open ``[start, end)``.
+* ``start`` / ``end`` (no prefix) are code points in a section's **normalized
+  text**.
+* ``source_start`` / ``source_end`` are code points in the book's **source
+  text**: for plain text the decoded file (file-global), for EPUB the section's
+  own source text (the concatenated DOM text nodes of one content document). A
+  section's ``source_start`` is where its source text begins in those
+  coordinates (0 for every EPUB section), so ``local = global -
+  section.source_start``.
+* ``utf16_start`` / ``utf16_end`` are the same source positions in UTF-16 code
+  units (what a JavaScript reader counts).
+* ``byte_start`` / ``byte_end`` are positions in the original file's bytes
+  (plain text only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .offsets import OffsetMap
+
+# Kinds of render block.
+PARAGRAPH = "paragraph"
+HEADING = "heading"
+LIST_ITEM = "list_item"
+PREFORMATTED = "preformatted"
+QUOTE = "quote"
+TABLE_ROW = "table_row"
+CAPTION = "caption"
+BLOCK_KINDS = (PARAGRAPH, HEADING, LIST_ITEM, PREFORMATTED, QUOTE, TABLE_ROW, CAPTION)
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizeProfile:
+    """How source text becomes normalized text; name + version enter the fingerprint."""
+
+    name: str = "default"
+    version: int = 1
+    unicode_form: str | None = "NFC"  # "NFC", "NFKC" or None
+    unwrap: str = "auto"  # plain text: "auto" | "always" | "never" (join hard-wrapped lines)
+
+    def __post_init__(self) -> None:
+        if self.unicode_form not in ("NFC", "NFKC", None):
+            raise ValueError(f"unicode_form must be NFC, NFKC or None, not {self.unicode_form!r}")
+        if self.unwrap not in ("auto", "always", "never"):
+            raise ValueError(f"unwrap must be auto, always or never, not {self.unwrap!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSettings:
+    """Chunker settings, in code points of normalized text."""
+
+    strategy: str = "window"
+    size: int = 800
+    overlap: int = 100
+    min_size: int = 50
+
+    def __post_init__(self) -> None:
+        if self.size < 20:
+            raise ValueError(f"chunk size must be at least 20 characters, not {self.size}")
+        if not 0 <= self.overlap <= self.size // 2:
+            raise ValueError(
+                f"overlap must be between 0 and half the size ({self.size // 2}), not {self.overlap}"
+            )
+        if not 0 <= self.min_size < self.size:
+            raise ValueError(f"min size must be between 0 and the size, not {self.min_size}")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything that decides derived data; one fingerprint for all of it."""
+
+    profile: NormalizeProfile = field(default_factory=NormalizeProfile)
+    chunking: ChunkSettings = field(default_factory=ChunkSettings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"chunking": asdict(self.chunking), "profile": asdict(self.profile)}
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Settings:
+        return cls(
+            profile=NormalizeProfile(**data.get("profile", {})),
+            chunking=ChunkSettings(**data.get("chunking", {})),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A render block (paragraph, heading, ...): a reading unit of a section."""
+
+    index: int
+    kind: str
+    start: int
+    end: int
+    source_start: int
+    source_end: int
+    level: int | None = None  # heading level 1-6
+
+
+@dataclass(frozen=True, slots=True)
+class TocEntry:
+    """One table-of-contents entry, resolved to a section and a source position."""
+
+    title: str
+    href: str
+    section: int | None
+    source_offset: int | None  # book source coordinates (see module doc)
+    children: tuple[TocEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section with its source text, normalized text and map.
+
+    ``dom`` is importer-specific and not compared (EPUB keeps what CFI
+    generation needs there).
+    """
+
+    ordinal: int
+    title: str
+    source_text: str
+    normalized_text: str
+    offset_map: OffsetMap
+    blocks: tuple[Block, ...]
+    source_start: int = 0
+    href: str | None = None
+    media_type: str = "text/plain"
+    parser: str = "text"
+    linear: bool = True
+    dom: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def source_end(self) -> int:
+        return self.source_start + len(self.source_text)
+
+
+@dataclass(frozen=True)
+class Book:
+    """An imported book: identity, metadata, decoding facts and sections."""
+
+    sha256: str
+    title: str
+    format: str  # "txt" | "epub"
+    file_name: str
+    sections: tuple[Section, ...]
+    encoding: str | None = None
+    lossy: bool = False
+    bad_bytes: int = 0
+    first_bad_byte: int | None = None
+    creators: tuple[str, ...] = ()
+    language: str | None = None
+    identifiers: tuple[str, ...] = ()
+    toc: tuple[TocEntry, ...] = ()
+    warnings: tuple[str, ...] = ()
+    source: Any = field(default=None, compare=False, repr=False)  # e.g. the decoded file text
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A chunk of one section. ``text == section.normalized_text[start:end]``."""
+
+    id: str
+    section: int
+    index: int
+    start: int
+    end: int
+    source_start: int
+    source_end: int
+    utf16_start: int
+    utf16_end: int
+    text: str
+
+
+def chunk_id(book_sha256: str, section: int, fingerprint: str, start: int, end: int) -> str:
+    """Stable chunk id: a function of the book bytes, section, settings and span only."""
+    key = f"{book_sha256}:{section}:{fingerprint}:{start}:{end}".encode()
+    return hashlib.sha256(key).hexdigest()[:32]
