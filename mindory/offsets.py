@@ -21,10 +21,13 @@ import zlib
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-__all__ = ["MapBuilder", "OffsetMap", "OffsetMapError", "Utf16Index"]
+__all__ = ["MapBuilder", "OffsetMap", "OffsetMapError", "UnicodeForm", "Utf16Index"]
+
+UnicodeForm = Literal["NFC", "NFKC"]
 
 SERIAL_VERSION = 1
 
@@ -94,6 +97,10 @@ class OffsetMap:
     # ------------------------------------------------------------------ runs
     def edits(self) -> list[tuple[int, int, int, int]]:
         return list(zip(self._a.tolist(), self._n.tolist(), self._b.tolist(), self._m.tolist()))
+
+    def edit_array(self) -> np.ndarray:
+        """Edits as an (k, 4) int64 array of ``(a, n, b, m)``."""
+        return np.stack([self._a, self._n, self._b, self._m], axis=1)
 
     @property
     def edit_count(self) -> int:
@@ -330,7 +337,7 @@ class MapBuilder:
 
     __slots__ = ("_edits", "_form", "_parts", "_pos_n", "_pos_s")
 
-    def __init__(self, unicode_form: str | None = "NFC") -> None:
+    def __init__(self, unicode_form: UnicodeForm | None = "NFC") -> None:
         self._parts: list[str] = []
         self._edits: list[tuple[int, int, int, int]] = []
         self._pos_n = 0
@@ -409,7 +416,7 @@ class MapBuilder:
 _SEGMENT_RE = re.compile(r".[\u0300-\u036f\u1161-\u11c2]*", re.DOTALL)
 
 
-def _norm_segments(text: str, form: str) -> list[tuple[int, int]]:
+def _norm_segments(text: str, form: UnicodeForm) -> list[tuple[int, int]]:
     """Split ``text`` into pieces that normalize independently.
 
     Pieces are runs of "a character plus everything that may combine with it"
@@ -446,7 +453,7 @@ def _norm_segments(text: str, form: str) -> list[tuple[int, int]]:
     return [(0, n)]
 
 
-def _is_plain(text: str, seg: tuple[int, int], form: str) -> bool:
+def _is_plain(text: str, seg: tuple[int, int], form: UnicodeForm) -> bool:
     return unicodedata.is_normalized(form, text[seg[0] : seg[1]])
 
 
@@ -473,6 +480,13 @@ class Utf16Index:
         if not 0 <= cp <= self.length:
             raise IndexError(f"code point position {cp} outside [0, {self.length}]")
         return cp + bisect_left(self._astral_cp, cp)
+
+    def to_utf16_array(self, cps: np.ndarray) -> np.ndarray:
+        """Vectorized ``to_utf16`` (no range check)."""
+        cps = np.asarray(cps, dtype=np.int64)
+        if not self._astral_cp:
+            return cps
+        return cps + np.searchsorted(np.asarray(self._astral_cp, dtype=np.int64), cps, side="left")
 
     def from_utf16(self, u16: int) -> int:
         """Code point position of UTF-16 position ``u16``.

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .offsets import OffsetMap
+from .offsets import OffsetMap, UnicodeForm
 
 # Kinds of render block.
 PARAGRAPH = "paragraph"
@@ -43,7 +44,7 @@ class NormalizeProfile:
 
     name: str = "default"
     version: int = 1
-    unicode_form: str | None = "NFC"  # "NFC", "NFKC" or None
+    unicode_form: UnicodeForm | None = "NFC"  # "NFC", "NFKC" or None
     unwrap: str = "auto"  # plain text: "auto" | "always" | "never" (join hard-wrapped lines)
 
     def __post_init__(self) -> None:
@@ -135,7 +136,7 @@ class Section:
     source_text: str
     normalized_text: str
     offset_map: OffsetMap
-    blocks: tuple[Block, ...]
+    blocks: Sequence[Block]
     source_start: int = 0
     href: str | None = None
     media_type: str = "text/plain"

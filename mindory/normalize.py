@@ -1,0 +1,394 @@
+"""Plain source text → normalized text + OffsetMap + render blocks.
+
+The default profile (``NormalizeProfile()``):
+
+* line endings (CRLF, lone CR, LF) unified; paragraphs separated by exactly
+  ``"\\n\\n"``; no other newline survives in plain text;
+* trailing spaces dropped, paragraph indents (ASCII spaces, tabs, U+3000,
+  NBSP) dropped, runs of spaces/tabs collapsed to one space;
+* hard-wrapped prose (single newlines inside paragraphs, blank lines between)
+  unwrapped: the line break becomes a space, or nothing between two CJK
+  characters; texts without that shape keep each line as a paragraph;
+* soft hyphens, zero-width spaces, word joiners and stray BOMs deleted
+  (ZWJ/ZWNJ are kept: they change how emoji and scripts render);
+* Unicode NFC (NFKC only when asked: it rewrites vertical presentation forms
+  and full-width punctuation).
+
+The work is vectorized: numpy finds the *whitespace clusters* — maximal runs
+of whitespace/invisible characters that need an edit — and each cluster
+becomes exactly one edit run of the map. Everything between clusters is copied,
+so copy runs hold exactly the characters that were kept.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+
+from .offsets import MapBuilder, OffsetMap, UnicodeForm
+from .records import HEADING, PARAGRAPH, Block, NormalizeProfile
+
+__all__ = [
+    "BlockTable",
+    "NormalizedText",
+    "detect_hard_wrap",
+    "is_heading_line",
+    "normalize",
+]
+
+_INVISIBLE = (0x00AD, 0x200B, 0x2060, 0xFEFF)
+_ASCII_SPACES = (0x20, 0x09, 0x0B, 0x0C)  # collapse to one space
+_WIDE_SPACES = (0x3000, 0x00A0)  # dropped at line edges, kept alone inside a line
+
+# A conservative chapter heading: 第…回/章/節 in Chinese and Japanese, or an
+# English "CHAPTER XII" / "Chapter 12" / "BOOK II" line.
+HEADING_RE = re.compile(
+    r"(?:第[0-9０-９一二三四五六七八九十百千零〇两兩]+[回章節节卷部篇集](?:\s|　|$|[^\w]|\w)"
+    r"|(?:CHAPTER|Chapter|BOOK|Book|PART|Part)\s+(?:[0-9]+|[IVXLCDM]+|[A-Z][a-z]+(?:-[a-z]+)?)\b"
+    r"|(?:CHAPTER|Chapter)\s*$)"
+)
+_HEADING_MAX = 80
+
+
+def is_heading_line(line: str) -> bool:
+    """A short line that reads like a chapter heading."""
+    return len(line) <= _HEADING_MAX and HEADING_RE.match(line) is not None
+
+
+def _is_cjk(codes: np.ndarray) -> np.ndarray:
+    """Han, kana, Hangul, CJK punctuation and full-width forms (vectorized)."""
+    return (
+        ((codes >= 0x2E80) & (codes <= 0x9FFF))
+        | ((codes >= 0xAC00) & (codes <= 0xD7AF))
+        | ((codes >= 0xF900) & (codes <= 0xFAFF))
+        | ((codes >= 0xFE30) & (codes <= 0xFE4F))
+        | ((codes >= 0xFF00) & (codes <= 0xFFEF))
+        | ((codes >= 0x20000) & (codes <= 0x3FFFF))
+    )
+
+
+def _codes(text: str) -> np.ndarray:
+    if text.isascii():
+        return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+
+
+@dataclass(frozen=True, slots=True)
+class _Clusters:
+    """Whitespace clusters of a text (parallel arrays, one entry per cluster)."""
+
+    start: np.ndarray  # source start
+    end: np.ndarray  # source end
+    breaks: np.ndarray  # line breaks inside (CRLF counts once)
+    has_ascii_space: np.ndarray  # holds a space/tab/VT/FF
+    first_visible: np.ndarray  # code of the first non-invisible character, or 0
+
+
+def _whitespace_masks(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ws, special): every whitespace/invisible char, and those always edited."""
+    if codes.dtype == np.uint8:
+        # ASCII: space and 9..13 (tab, LF, VT, FF, CR).
+        ctrl = (codes - np.uint8(9)) <= 4
+        ws = ctrl | (codes == 0x20)
+        return ws, ctrl
+    ctrl = (codes - np.uint32(9)) <= 4
+    wide = (codes == 0x3000) | (codes == 0x00A0)
+    invisible = (codes == 0x00AD) | (codes == 0x200B) | (codes == 0x2060) | (codes == 0xFEFF)
+    special = ctrl | invisible
+    return special | wide | (codes == 0x20), special
+
+
+def _clusters(codes: np.ndarray) -> _Clusters:
+    n = len(codes)
+    ws, special = _whitespace_masks(codes)
+    # Always edited: line breaks, invisibles, tabs/VT/FF. Spaces (ASCII or wide)
+    # only when they touch other whitespace or the ends of the text.
+    near = np.empty(n, dtype=bool)
+    if n:
+        near[0] = True
+        near[1:] = ws[:-1]
+        near[:-1] |= ws[1:]
+        near[-1] = True
+    interesting = special | (ws & near)
+    pos = np.flatnonzero(interesting)
+    if len(pos) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return _Clusters(empty, empty, empty, np.zeros(0, dtype=bool), empty)
+    c = codes[pos].astype(np.int64)
+    prev = codes[np.maximum(pos - 1, 0)].astype(np.int64)
+    prev[pos == 0] = 0
+    gaps = np.flatnonzero(np.diff(pos) != 1)
+    starts = np.concatenate(([pos[0]], pos[gaps + 1])).astype(np.int64)
+    ends = np.concatenate((pos[gaps] + 1, [pos[-1] + 1])).astype(np.int64)
+    first_idx = np.concatenate(([0], gaps + 1))
+    last_idx = np.concatenate((gaps + 1, [len(pos)]))
+    # Line breaks per cluster: a CR, or an LF not preceded by CR.
+    brk = (c == 13) | ((c == 10) & (prev != 13))
+    csum = np.concatenate(([0], np.cumsum(brk)))
+    breaks = csum[last_idx] - csum[first_idx]
+    ascii_sp = (c == 0x20) | (c == 0x09) | (c == 0x0B) | (c == 0x0C)
+    ssum = np.concatenate(([0], np.cumsum(ascii_sp)))
+    has_sp = (ssum[last_idx] - ssum[first_idx]) > 0
+    # First visible (not invisible, not a line break) character of each cluster.
+    vis_at = ~((c == 13) | (c == 10) | (c == 0xAD) | (c == 0x200B) | (c == 0x2060) | (c == 0xFEFF))
+    vis_pos = np.flatnonzero(vis_at)
+    k = np.searchsorted(vis_pos, first_idx)
+    first_visible = np.zeros(len(starts), dtype=np.int64)
+    ok = k < len(vis_pos)
+    ok[ok] = vis_pos[k[ok]] < last_idx[ok]
+    first_visible[ok] = c[vis_pos[k[ok]]]
+    return _Clusters(starts, ends, breaks, has_sp, first_visible)
+
+
+def detect_hard_wrap(text: str) -> bool:
+    """True for Gutenberg-style text: lines wrapped inside blank-line paragraphs.
+
+    Most line breaks sit inside paragraphs (a single newline), some blank lines
+    exist, and lines are short (90th percentile of line length ≤ 100 code
+    points). One-line-per-paragraph texts (most Chinese novels) fail the line
+    length or the blank-line test and keep each line as a paragraph.
+    """
+    return _hard_wrapped(_clusters(_codes(text)), len(text))
+
+
+def _hard_wrapped(cl: _Clusters, n: int) -> bool:
+    inner = (cl.start > 0) & (cl.end < n) & (cl.breaks > 0)
+    breaks = cl.breaks[inner]
+    if len(breaks) < 4:
+        return False
+    if float(np.mean(breaks == 1)) < 0.5 or not bool((breaks >= 2).any()):
+        return False
+    # Line contents lie between consecutive clusters holding line breaks.
+    line_lengths = cl.start[inner][1:] - cl.end[inner][:-1]
+    return float(np.percentile(line_lengths, 90)) <= 100
+
+
+class BlockTable(Sequence[Block]):
+    """Render blocks of a section, stored column-wise (cheap for long books)."""
+
+    __slots__ = ("_cols",)
+
+    def __init__(
+        self,
+        kinds: Sequence[str],
+        levels: Sequence[int | None],
+        starts: Sequence[int] | np.ndarray,
+        ends: Sequence[int] | np.ndarray,
+        source_starts: Sequence[int] | np.ndarray,
+        source_ends: Sequence[int] | np.ndarray,
+    ) -> None:
+        self._cols = (
+            list(kinds),
+            list(levels),
+            np.asarray(starts, dtype=np.int64),
+            np.asarray(ends, dtype=np.int64),
+            np.asarray(source_starts, dtype=np.int64),
+            np.asarray(source_ends, dtype=np.int64),
+        )
+
+    @classmethod
+    def from_blocks(cls, blocks: Sequence[Block]) -> BlockTable:
+        return cls(
+            [b.kind for b in blocks],
+            [b.level for b in blocks],
+            [b.start for b in blocks],
+            [b.end for b in blocks],
+            [b.source_start for b in blocks],
+            [b.source_end for b in blocks],
+        )
+
+    def __len__(self) -> int:
+        return len(self._cols[0])
+
+    @overload
+    def __getitem__(self, i: int) -> Block: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Block]: ...
+    def __getitem__(self, i: int | slice) -> Block | list[Block]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        kinds, levels, starts, ends, sstarts, sends = self._cols
+        return Block(
+            i, kinds[i], int(starts[i]), int(ends[i]), int(sstarts[i]), int(sends[i]), levels[i]
+        )
+
+    def __iter__(self) -> Iterator[Block]:
+        for i in range(len(self)):
+            yield self[i]
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Normalized starts of all blocks (int64 array)."""
+        return self._cols[2]
+
+    @property
+    def ends(self) -> np.ndarray:
+        return self._cols[3]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"BlockTable({len(self)} blocks)"
+
+
+@dataclass(frozen=True)
+class NormalizedText:
+    text: str
+    offset_map: OffsetMap
+    blocks: BlockTable
+
+
+def normalize(
+    source: str, profile: NormalizeProfile | None = None, *, unwrap: bool | None = None
+) -> NormalizedText:
+    """Normalize plain ``source`` text; ``unwrap`` overrides the profile's choice.
+
+    With ``profile.unwrap == "auto"`` and no ``unwrap`` given, hard wrapping is
+    detected on ``source`` itself (importers decide once per file instead).
+    """
+    profile = profile or NormalizeProfile()
+    codes = _codes(source)
+    n = len(codes)
+    cl = _clusters(codes)
+    if unwrap is None:
+        unwrap = profile.unwrap == "always" or (profile.unwrap == "auto" and _hard_wrapped(cl, n))
+    # What each cluster becomes.
+    at_start = cl.start == 0
+    at_end = cl.end == n
+    has_break = cl.breaks > 0
+    out_len = np.zeros(len(cl.start), dtype=np.int64)
+    out_char = np.zeros(len(cl.start), dtype=np.int64)  # 10 = "\n\n", else the char
+    edge = at_start | at_end
+    para = ~edge & ((cl.breaks >= 2) | (has_break & (not unwrap)))
+    join = ~edge & has_break & ~para
+    inline = ~edge & ~has_break
+    out_len[para] = 2
+    out_char[para] = 10
+    if join.any():
+        before = codes[np.maximum(cl.start[join] - 1, 0)].astype(np.int64)
+        after = codes[np.minimum(cl.end[join], n - 1)].astype(np.int64)
+        cjk_join = _is_cjk(before) & _is_cjk(after)
+        out_len[join] = np.where(cjk_join, 0, 1)
+        out_char[join] = 0x20
+    if inline.any():
+        fv = cl.first_visible[inline]
+        # A run holding an ASCII space/tab becomes one space; a run of wide
+        # spaces keeps its first one; invisible-only runs vanish.
+        use_space = cl.has_ascii_space[inline]
+        out_char[inline] = np.where(use_space, 0x20, fv)
+        out_len[inline] = np.where(use_space | (fv != 0), 1, 0)
+    text, omap, fast = _assemble(source, codes, cl, out_len, out_char, profile.unicode_form)
+    if fast:
+        # Paragraph separators are exactly the clusters that became "\n\n".
+        sep = omap.edit_array()
+        sep = sep[(sep[:, 1] == 2) & (sep[:, 0] > 0)]
+        blocks = _blocks(text, omap, sep[:, 0])
+    else:
+        blocks = _blocks(text, omap, None)
+    return NormalizedText(text, omap, blocks)
+
+
+def _assemble(
+    source: str,
+    codes: np.ndarray,
+    cl: _Clusters,
+    out_len: np.ndarray,
+    out_char: np.ndarray,
+    form: UnicodeForm | None,
+) -> tuple[str, OffsetMap, bool]:
+    n = len(codes)
+    if form is not None and not source.isascii() and not unicodedata.is_normalized(form, source):
+        return (*_assemble_slow(source, cl, out_len, out_char, form), False)
+    # Fast path: delete cluster characters, write each cluster's output into its
+    # first one or two characters (a cluster turning into "\n\n" from a single
+    # LF gets one inserted character).
+    keep = np.ones(n, dtype=bool)
+    out = codes.copy() if codes.dtype == np.uint32 else codes.astype(np.uint8, copy=True)
+    if len(cl.start):
+        lengths = cl.end - cl.start
+        # Mark every cluster position as dropped (vectorized ranges).
+        idx = np.repeat(cl.start - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+        idx += np.arange(int(lengths.sum()))
+        keep[idx] = False
+        first = cl.start
+        put1 = out_len >= 1
+        keep[first[put1]] = True
+        out[first[put1]] = out_char[put1].astype(out.dtype)
+        put2 = (out_len == 2) & (lengths >= 2)
+        keep[first[put2] + 1] = True
+        out[first[put2] + 1] = 10
+        short = (out_len == 2) & (lengths < 2)
+        kept = out[keep]
+        if short.any():
+            # Insert the second "\n" after the first one for those clusters.
+            kept_index = np.cumsum(keep) - 1
+            kept = np.insert(kept, kept_index[first[short]] + 1, 10)
+    else:
+        kept = out
+    if kept.dtype == np.uint8:
+        text = kept.tobytes().decode("ascii")
+    else:
+        text = kept.astype("<u4").tobytes().decode("utf-32-le")
+    # Edit runs: one per cluster.
+    src_len = cl.end - cl.start
+    shrink = np.cumsum(src_len - out_len)
+    a = cl.start - np.concatenate(([0], shrink[:-1])) if len(cl.start) else cl.start
+    edits = np.stack([a, out_len, cl.start, src_len], axis=1)
+    return text, OffsetMap(edits, len(text), n), True
+
+
+def _assemble_slow(
+    source: str, cl: _Clusters, out_len: np.ndarray, out_char: np.ndarray, form: UnicodeForm
+) -> tuple[str, OffsetMap]:
+    """Same layout, but copied text goes through Unicode normalization."""
+    builder = MapBuilder(form)
+    pos = 0
+    for s, e, k, c in zip(cl.start.tolist(), cl.end.tolist(), out_len.tolist(), out_char.tolist()):
+        builder.copy(source, pos, s)
+        repl = "\n\n" if k == 2 else (chr(c) if k == 1 else "")
+        builder.edit(repl, s, e)
+        pos = e
+    builder.copy(source, pos, len(source))
+    return builder.build()
+
+
+_PARA_RE = re.compile(r"[^\n]+(?:\n[^\n]+)*")
+
+
+def _blocks(text: str, omap: OffsetMap, separators: np.ndarray | None) -> BlockTable:
+    """Paragraph blocks between ``"\\n\\n"`` separators; short chapter-like lines are headings.
+
+    ``separators`` are the normalized positions of the separators when known
+    (fast path), else the text is scanned.
+    """
+    if not text:
+        return BlockTable([], [], [], [], [], [])
+    if separators is not None:
+        starts = np.concatenate(([0], separators + 2)).astype(np.int64)
+        ends = np.concatenate((separators, [len(text)])).astype(np.int64)
+    else:
+        spans = [(m.start(), m.end()) for m in _PARA_RE.finditer(text)]
+        arr = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+        starts, ends = arr[:, 0], arr[:, 1]
+    src_starts, src_ends = omap.source_spans(starts, ends)
+    lengths = ends - starts
+    kinds = [PARAGRAPH] * len(starts)
+    levels: list[int | None] = [None] * len(starts)
+    for k in np.flatnonzero(lengths <= _HEADING_MAX).tolist():
+        if HEADING_RE.match(text, int(starts[k]), int(ends[k])):
+            kinds[k] = HEADING
+            levels[k] = 1
+    return BlockTable(kinds, levels, starts, ends, src_starts, src_ends)

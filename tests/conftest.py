@@ -1,0 +1,22 @@
+"""Shared fixtures: where the corpus and samples are, and the CI skip policy."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples"
+CORPUS = ROOT.parent / "shared" / "corpus"
+
+
+def corpus_file(name: str) -> Path:
+    """A file of ../shared/corpus; skip loudly if absent, but never on CI."""
+    path = CORPUS / name
+    if not path.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"corpus file missing on CI: {path}")
+        pytest.skip(f"SKIPPED LOUDLY: corpus file {path} is not here (tests read ../shared/corpus)")
+    return path

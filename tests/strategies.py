@@ -1,0 +1,71 @@
+"""Hypothesis strategies for messy book text (shared by the property tests)."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+# Pieces that stress every rule of normalization and chunking.
+PIECES = [
+    "a",
+    "b",
+    "The",
+    "word",
+    "Ünïcødé",
+    "e\u0301",
+    "n\u0303",
+    "\u1100\u1161",  # combining, jamo
+    " ",
+    "  ",
+    "\t",
+    "\r\n",
+    "\r",
+    "\n",
+    "\n\n",
+    "\r\n\r\n",
+    "\u3000",
+    "\u00a0",
+    "\u00ad",
+    "\u200b",
+    "\ufeff",
+    "\u2060",
+    "\u200d",
+    "。",
+    "！",
+    "？",
+    "；",
+    "…",
+    "」",
+    "，",
+    "、",
+    ". ",
+    "! ",
+    "? ",
+    '." ',
+    "中",
+    "文",
+    "字",
+    "宝玉",
+    "第一回",
+    "𡩋",
+    "𠀋",
+    "😀",
+    "👍🏽",
+    "👨‍👩‍👧",
+    "🇯🇵",
+    "🇫🇷",
+    "Ａ",
+    "１",
+    "︽",
+    "︾",
+    "ﬁ",
+    "㍻",
+    "Å",
+    "\u212b",
+    "\uf900",
+    "CHAPTER I",
+    "x" * 30,
+    "中文" * 20,
+]
+
+messy_text = st.lists(st.sampled_from(PIECES), min_size=0, max_size=120).map("".join)
+messy_long_text = st.lists(st.sampled_from(PIECES), min_size=50, max_size=600).map("".join)
