@@ -23,30 +23,26 @@ import numpy as np
 import regex
 
 from .offsets import Utf16Index
-from .records import Book, Chunk, ChunkSettings, Section, Settings, chunk_id
+from .records import (
+    Book,
+    Chunk,
+    ChunkSettings,
+    Section,
+    Settings,
+    chunk_id_from,
+    chunk_id_hasher,
+)
 
 __all__ = ["chunk_book", "chunk_section", "grapheme_ceil", "grapheme_floor", "window_spans"]
 
 _WS = " \t\n\r\f\v\u3000\u00a0"
-# Sentence enders: (literal to search, characters of it that belong to the chunk).
-_LATIN_ENDERS = (
-    ". ",
-    "! ",
-    "? ",
-    '." ',
-    '!" ',
-    '?" ',
-    ".' ",
-    "!' ",
-    "?' ",
-    ".) ",
-    ".” ",
-    "?” ",
-    "!” ",
-    ".’ ",
+# The last sentence end in a window: a greedy ``.*`` backtracks from the window's
+# end, so one match call finds it. Latin enders need a following space; CJK
+# enders (and their closing quotes/brackets) do not.
+_LAST_LATIN_END = regex.compile(r"(?s:.*)[.!?][\"')\u201d\u2019]*(?= )")
+_LAST_ANY_END = regex.compile(
+    r"(?s:.*)(?:[.!?][\"')\u201d\u2019]*(?= )|[。！？；…．!?][」』”’）》〉】〕\"']*)"
 )
-_CJK_ENDERS = ("。", "！", "？", "；", "…", "．", "!", "?")
-_CJK_CLOSERS = "」』”’）》〉】〕\"'"
 _GRAPHEME_RE = regex.compile(r"\X")
 
 
@@ -123,20 +119,15 @@ def grapheme_ceil(text: str, p: int) -> int:
 
 def _sentence_cut(text: str, lo: int, hi: int, ascii_only: bool) -> int:
     """Position just after the last sentence end in ``text[lo:hi]``, or -1."""
-    best = -1
-    for ender in _LATIN_ENDERS:
-        j = text.rfind(ender, lo, hi + 1)
-        if j >= 0:
-            best = max(best, j + len(ender) - 1)
-    if not ascii_only:
-        for ender in _CJK_ENDERS:
-            j = text.rfind(ender, lo, hi)
-            if j >= 0:
-                k = j + 1
-                while k < hi and text[k] in _CJK_CLOSERS:
-                    k += 1
-                best = max(best, k)
-    return best if best > lo else -1
+    pattern = _LAST_LATIN_END if ascii_only else _LAST_ANY_END
+    endpos = hi + 1  # room for the space after a Latin ender at hi - 1
+    while True:
+        m = pattern.match(text, lo, endpos)
+        if m is None or m.end() <= lo:
+            return -1
+        if m.end() <= hi:
+            return m.end()
+        endpos = m.end() - 1
 
 
 def _cut(text: str, s: int, hard_end: int, ascii_only: bool) -> int:
@@ -149,10 +140,12 @@ def _cut(text: str, s: int, hard_end: int, ascii_only: bool) -> int:
         return j
     j = _sentence_cut(text, lo, hard_end, ascii_only)
     if j > s:
-        return grapheme_floor(text, j)
+        return j if ascii_only else grapheme_floor(text, j)
     j = max(text.rfind(" ", lo, hard_end), text.rfind("\u3000", lo, hard_end))
     if j > s:
         return j
+    if ascii_only:
+        return hard_end - 1 if text[hard_end - 1] == "\r" and text[hard_end] == "\n" else hard_end
     e = grapheme_floor(text, hard_end)
     if e <= s:
         e = grapheme_ceil(text, hard_end)
@@ -179,7 +172,8 @@ def window_spans(
     ascii_only = text.isascii()
     spans: list[tuple[int, int]] = []
     s = _skip_ws(text, 0, n)
-    s = grapheme_floor(text, s) if s < n else s
+    if s < n and not ascii_only:
+        s = grapheme_floor(text, s)
     while s < n:
         hard_end = s + size
         e = n if hard_end >= n else _cut(text, s, hard_end, ascii_only)
@@ -194,13 +188,15 @@ def window_spans(
             j = text.find(" ", ns, min(e, ns + overlap // 2))
             if j >= 0:
                 ns = j + 1
-            ns = grapheme_ceil(text, ns)
+            elif not ascii_only:
+                ns = grapheme_ceil(text, ns)
         else:
             ns = e
         ns = _skip_ws(text, ns, n)
         # Whitespace followed by an extending mark (" \u0301") is one grapheme
         # cluster: start at the cluster, never inside it.
-        ns = grapheme_floor(text, ns) if ns < n else ns
+        if ns < n and not ascii_only:
+            ns = grapheme_floor(text, ns)
         if ns < n and spans and ns < spans[-1][0] + 1:
             ns = spans[-1][0] + 1
         s = ns
@@ -258,6 +254,7 @@ def make_chunks(
         u_s = utf16.to_utf16_array(src_s)
         u_e = utf16.to_utf16_array(src_e)
     ordinal = section.ordinal
+    id_prefix = chunk_id_hasher(book_sha256, ordinal, fingerprint)
     out: list[Chunk] = []
     for i, (s, e, ss, se, us, ue) in enumerate(
         zip(
@@ -271,7 +268,7 @@ def make_chunks(
     ):
         out.append(
             Chunk(
-                chunk_id(book_sha256, ordinal, fingerprint, s, e),
+                chunk_id_from(id_prefix, s, e),
                 ordinal,
                 i,
                 s,
