@@ -1,6 +1,11 @@
-"""The ``mindory`` command: a thin door over the pipeline (and, later, Library).
+"""The ``mindory`` command: a thin door over :class:`mindory.library.Library`.
 
-Errors print one clear line and exit non-zero; ``--debug`` shows tracebacks.
+Every library command opens the library given by ``--db`` (or ``MINDORY_DB``,
+else ``MINDORY_DATABASE_URL``, else the library in the user data directory),
+calls Library methods and prints their results: tables for people, ``--json``
+(the same shapes as the HTTP API) for scripts. Errors print one line
+``mindory: error: …`` and exit non-zero; ``--debug`` shows the traceback.
+``mindory chunk`` runs the pipeline on one file without a library.
 """
 
 from __future__ import annotations
@@ -8,36 +13,109 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
+from rich.tree import Tree
+from sqlalchemy.engine import make_url
 
 from .chunking import chunk_book
 from .errors import MindoryError
 from .importers import load_book
+from .library import (
+    ImportFailure,
+    ImportResult,
+    Library,
+    ProgressFn,
+    TocNode,
+    book_files_in,
+    resolve_url,
+)
 from .records import ChunkSettings, NormalizeProfile, Settings
 from .shapes import chunks_document
 
 console = Console()
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Share of a book's progress bar per import phase.
+_PHASE_SPAN = {"read": (0.0, 0.05), "parse": (0.05, 0.6), "chunk": (0.6, 0.7), "write": (0.7, 1.0)}
 
 
-def _fail(exc: Exception, debug: bool) -> None:
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip()
+    line = text.splitlines()[0] if text else ""
+    if isinstance(exc, MindoryError | ValueError):
+        return line or type(exc).__name__
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def _fail(exc: BaseException, debug: bool) -> None:
     if debug:
         raise exc
-    click.echo(f"mindory: error: {exc}", err=True)
+    click.echo(f"mindory: error: {_first_line(exc)}", err=True)
     sys.exit(1 if isinstance(exc, MindoryError) else 2)
 
 
-@click.group()
+class _Main(click.Group):
+    """Turns every uncaught error into one line (or a traceback with --debug)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("mindory: interrupted", err=True)
+            sys.exit(130)
+        except Exception as exc:  # noqa: BLE001 - the one place errors become messages
+            _fail(exc, bool(ctx.params.get("debug")))
+
+
+@click.group(cls=_Main)
+@click.option(
+    "--db",
+    "db",
+    envvar="MINDORY_DB",
+    metavar="PATH",
+    help="The library (a SQLite file or a database URL). Default: MINDORY_DB, else "
+    "MINDORY_DATABASE_URL, else a library in the user data directory.",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.pass_context
-def main(ctx: click.Context, debug: bool) -> None:
+def main(ctx: click.Context, db: str | None, debug: bool) -> None:
     """mindory: exact places for every search hit in your books."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    ctx.obj["db"] = db
+
+
+def _library(ctx: click.Context) -> Library:
+    obj = ctx.find_root().obj
+    if "library" not in obj:
+        obj["library"] = Library.open(obj.get("db"))
+        ctx.find_root().call_on_close(obj["library"].close)
+    lib: Library = obj["library"]
+    return lib
+
+
+def _print_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, ensure_ascii=False))
 
 
 def _settings(size: int, overlap: int, min_size: int, nfkc: bool) -> Settings:
@@ -45,6 +123,18 @@ def _settings(size: int, overlap: int, min_size: int, nfkc: bool) -> Settings:
         profile=NormalizeProfile(unicode_form="NFKC" if nfkc else "NFC"),
         chunking=ChunkSettings(size=size, overlap=overlap, min_size=min_size),
     )
+
+
+def _settings_options(fn: F) -> F:
+    fn = click.option("--nfkc", is_flag=True, help="Normalize with NFKC instead of NFC.")(fn)
+    fn = click.option(
+        "--min", "min_size", default=50, show_default=True, help="Shortest tail chunk."
+    )(fn)
+    fn = click.option("--overlap", default=100, show_default=True, help="Overlap (characters).")(fn)
+    fn = click.option("--size", default=800, show_default=True, help="Window size (characters).")(
+        fn
+    )
+    return fn
 
 
 def _length_summary(lengths: list[int]) -> dict[str, Any]:
@@ -60,12 +150,17 @@ def _length_summary(lengths: list[int]) -> dict[str, Any]:
     }
 
 
+def _snippet(text: str, width: int = 40) -> str:
+    flat = text[:width].replace("\n", "⏎")
+    return flat + ("…" if len(text) > width else "")
+
+
+# --------------------------------------------------------------------------- chunk
+
+
 @main.command()
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--size", default=800, show_default=True, help="Window size (characters).")
-@click.option("--overlap", default=100, show_default=True, help="Overlap (characters).")
-@click.option("--min", "min_size", default=50, show_default=True, help="Shortest tail chunk.")
-@click.option("--nfkc", is_flag=True, help="Normalize with NFKC instead of NFC.")
+@_settings_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--with-text", is_flag=True, help="Include section source and normalized text.")
 @click.pass_context
@@ -79,7 +174,7 @@ def chunk(
     as_json: bool,
     with_text: bool,
 ) -> None:
-    """Chunk one book (EPUB or plain text) and print the chunks with exact spans."""
+    """Chunk one book (EPUB or plain text) without a library and print the chunks."""
     try:
         settings = _settings(size, overlap, min_size, nfkc)
         book = load_book(path, settings.profile)
@@ -103,16 +198,396 @@ def chunk(
         console.print(f"[yellow]lossy decoding: {book.bad_bytes} bad byte(s)[/yellow]")
     table = Table("#", "section", "normalized", "source (code points)", "UTF-16", "text")
     for c in chunks[:5] + (chunks[-2:] if len(chunks) > 7 else chunks[5:]):
-        snippet = c.text[:40].replace("\n", "⏎")
         table.add_row(
             str(c.index),
             str(c.section),
             f"{c.start}–{c.end}",
             f"{c.source_start}–{c.source_end}",
             f"{c.utf16_start}–{c.utf16_end}",
-            snippet + ("…" if len(c.text) > 40 else ""),
+            _snippet(c.text),
         )
     console.print(table)
+
+
+# --------------------------------------------------------------------------- import
+
+
+@contextmanager
+def _import_progress(
+    enabled: bool, total_files: int
+) -> Iterator[Callable[[Path], ProgressFn | None]]:
+    """Per-book and overall progress bars (on stderr, gone when done)."""
+    if not enabled:
+        yield lambda _path: None
+        return
+    progress = Progress(
+        TextColumn("{task.description}", table_column=None),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    with progress:
+        overall = progress.add_task("all books", total=total_files)
+        current: dict[str, TaskID] = {}
+
+        def for_book(path: Path) -> ProgressFn:
+            if "task" in current:
+                progress.remove_task(current["task"])
+                progress.advance(overall)
+            task = progress.add_task(f"{path.name[:40]}: read", total=100)
+            current["task"] = task
+
+            def report(phase: str, done: int, total: int) -> None:
+                lo, hi = _PHASE_SPAN.get(phase, (0.0, 1.0))
+                share = done / total if total else 1.0
+                progress.update(
+                    task,
+                    completed=round(100 * (lo + (hi - lo) * share)),
+                    description=f"{path.name[:40]}: {phase}",
+                )
+
+            return report
+
+        yield for_book
+
+
+def _say(line: str) -> None:
+    err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _status_style(status: str) -> str:
+    return {"created": "green", "rederived": "cyan", "unchanged": "dim", "failed": "red"}.get(
+        status, ""
+    )
+
+
+@main.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@_settings_options
+@click.option("--no-copy", is_flag=True, help="Store the files' paths, not their bytes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.pass_context
+def import_(
+    ctx: click.Context,
+    paths: Sequence[Path],
+    size: int,
+    overlap: int,
+    min_size: int,
+    nfkc: bool,
+    no_copy: bool,
+    as_json: bool,
+) -> None:
+    """Import books: files, or folders searched recursively for .txt and .epub.
+
+    A bad file is reported by name and skipped; the others are imported. Exits
+    with 1 if any file failed.
+    """
+    settings = _settings(size, overlap, min_size, nfkc)
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        raise MindoryError("no such file or folder", path=str(missing[0]))
+    files = book_files_in(paths)
+    lib = _library(ctx)
+    results: list[ImportResult | ImportFailure] = []
+    show_progress = not as_json and err_console.is_terminal
+    with _import_progress(show_progress, len(files)) as progress:
+        for item in lib.import_many(files, settings, copy=not no_copy, progress=progress):
+            results.append(item)
+            # One line each (soft wrap), above the progress bars.
+            if isinstance(item, ImportFailure):
+                _say(f"mindory: failed: {item.error}")
+            else:
+                for warning in item.warnings:
+                    _say(f"mindory: warning: {item.path}: {warning}")
+    failed = sum(isinstance(r, ImportFailure) for r in results)
+    if as_json:
+        _print_json(
+            {
+                "results": [r.to_json() for r in results],
+                "imported": len(results) - failed,
+                "failed": failed,
+            }
+        )
+    else:
+        table = Table("file", "status", "title", "sections", "chunks", "seconds", title="import")
+        for r in results:
+            style = _status_style(r.status)
+            if isinstance(r, ImportFailure):
+                problem = r.error.removeprefix(f"{r.path}: ")
+                table.add_row(Path(r.path).name, f"[{style}]failed", problem, "", "", "")
+            else:
+                table.add_row(
+                    Path(r.path).name,
+                    f"[{style}]{r.status}",
+                    r.title,
+                    str(r.sections),
+                    str(r.chunks),
+                    f"{r.timings.get('total', 0.0):.2f}",
+                )
+        console.print(table)
+        console.print(f"{len(results) - failed} imported, {failed} failed")
+    if failed:
+        sys.exit(1)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def books(ctx: click.Context, as_json: bool) -> None:
+    """List the books in the library."""
+    items = _library(ctx).books()
+    if as_json:
+        _print_json([b.to_json() for b in items])
+        return
+    if not items:
+        console.print("no books yet: mindory import PATH")
+        return
+    table = Table("id", "title", "format", "sections", "chunks", "size", "encoding")
+    for b in items:
+        current = b.current
+        table.add_row(
+            b.id[:12],
+            b.title,
+            b.format,
+            str(b.section_count),
+            str(current.chunk_count if current else 0),
+            f"{b.file_size / 1e6:.2f} MB",
+            (b.encoding or "") + (" (lossy)" if b.lossy else ""),
+        )
+    console.print(table)
+
+
+def _toc_tree(tree: Tree, nodes: Sequence[TocNode]) -> None:
+    for node in nodes:
+        where = f"§{node.section} @{node.source_offset}" if node.section is not None else "?"
+        branch = tree.add(f"{node.title}  [dim]{where}[/dim]")
+        _toc_tree(branch, node.children)
+
+
+@main.command()
+@click.argument("book")
+@click.option("--toc", is_flag=True, help="Show the table of contents.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def show(ctx: click.Context, book: str, toc: bool, as_json: bool) -> None:
+    """Show a book: metadata, derivations and sections (BOOK: id, id prefix or title)."""
+    lib = _library(ctx)
+    info = lib.book(book)
+    sections = lib.sections(info.id)
+    nodes = lib.toc(info.id) if toc else ()
+    if as_json:
+        doc = {**info.to_json(), "sections": [s.to_json() for s in sections]}
+        if toc:
+            doc["toc"] = [n.to_json() for n in nodes]
+        _print_json(doc)
+        return
+    console.print(f"[bold]{info.title}[/bold]  {info.id}")
+    facts = [
+        f"format {info.format}",
+        f"file {info.file_name} ({info.file_size:,} bytes, {info.stored})",
+    ]
+    if info.encoding:
+        facts.append(f"encoding {info.encoding}" + (" LOSSY" if info.lossy else ""))
+    if info.creators:
+        facts.append("by " + ", ".join(info.creators))
+    if info.language:
+        facts.append(f"language {info.language}")
+    console.print("  ".join(facts))
+    for d in info.derivations:
+        mark = "*" if d.current else " "
+        console.print(
+            f"{mark} derivation {d.fingerprint}: {d.chunk_count} chunks, "
+            f"{json.dumps(d.settings, sort_keys=True)}",
+            markup=False,
+            highlight=False,
+        )
+    for warning in info.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    table = Table("§", "title", "href", "source", "normalized", "blocks", "chunks")
+    for s in sections:
+        table.add_row(
+            str(s.ordinal),
+            s.title[:50],
+            s.href or "",
+            f"{s.source_start}–{s.source_end}",
+            str(s.normalized_length),
+            str(s.block_count),
+            str(s.chunk_count),
+        )
+    console.print(table)
+    if toc:
+        tree = Tree("[bold]contents[/bold]")
+        _toc_tree(tree, nodes)
+        console.print(tree)
+
+
+@main.command()
+@click.argument("book")
+@click.option("--section", type=int, help="Only this section.")
+@click.option("--offset", default=0, show_default=True, help="Skip this many chunks.")
+@click.option("--limit", type=int, help="At most this many chunks.")
+@click.option("--fingerprint", help="A derivation other than the current one.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with CFIs for EPUB).")
+@click.pass_context
+def chunks(
+    ctx: click.Context,
+    book: str,
+    section: int | None,
+    offset: int,
+    limit: int | None,
+    fingerprint: str | None,
+    as_json: bool,
+) -> None:
+    """List a book's chunks with their exact spans."""
+    lib = _library(ctx)
+    info = lib.book(book)
+    items = lib.chunks(
+        info.id,
+        section=section,
+        fingerprint=fingerprint,
+        offset=offset,
+        limit=limit,
+        with_cfi=as_json,
+    )
+    if as_json:
+        current = info.current
+        _print_json(
+            {
+                "book": info.id,
+                "fingerprint": fingerprint or (current.fingerprint if current else None),
+                "chunks": [c.to_json() for c in items],
+            }
+        )
+        return
+    table = Table("§", "#", "id", "normalized", "source", "UTF-16", "text")
+    for c in items:
+        table.add_row(
+            str(c.section),
+            str(c.index),
+            c.id[:12],
+            f"{c.start}–{c.end}",
+            f"{c.source_start}–{c.source_end}",
+            f"{c.utf16_start}–{c.utf16_end}",
+            _snippet(c.text),
+        )
+    console.print(table)
+
+
+@main.command()
+@click.argument("book")
+@click.argument("section", type=int)
+@click.option("--page", default=1, show_default=True, help="Page number (from 1).")
+@click.option("--page-size", default=50, show_default=True, help="Blocks per page.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def blocks(
+    ctx: click.Context, book: str, section: int, page: int, page_size: int, as_json: bool
+) -> None:
+    """Show a section's render blocks (paragraphs, headings, ...), a page at a time."""
+    result = _library(ctx).blocks(book, section, page, page_size)
+    if as_json:
+        _print_json(result.to_json())
+        return
+    table = Table(
+        "#",
+        "kind",
+        "normalized",
+        "source",
+        "text",
+        title=f"section {section}, page {result.page} of {result.pages} ({result.total} blocks)",
+    )
+    for b in result.blocks:
+        kind = b.kind + (f" {b.level}" if b.level else "")
+        table.add_row(
+            str(b.index),
+            kind,
+            f"{b.start}–{b.end}",
+            f"{b.source_start}–{b.source_end}",
+            _snippet(b.text, 60),
+        )
+    console.print(table)
+
+
+@main.command()
+@click.argument("book", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def verify(ctx: click.Context, book: str | None, as_json: bool) -> None:
+    """Check every stored invariant (all books, or one); exit 1 naming the first violations."""
+    report = _library(ctx).verify(book)
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        console.print(
+            f"checked {report.books} book(s), {report.sections} sections, "
+            f"{report.section_texts} section texts, {report.blocks} blocks, {report.chunks} chunks"
+        )
+    if report.ok:
+        if not as_json:
+            console.print("[green]ok[/green]")
+        return
+    for problem in report.problems[:20]:
+        click.echo(f"mindory: violation: {problem}", err=True)
+    more = len(report.problems) - 20
+    if more > 0 or report.truncated:
+        click.echo(f"mindory: … and {'more' if report.truncated else more} more", err=True)
+    click.echo(f"mindory: error: verify found {len(report.problems)} violation(s)", err=True)
+    sys.exit(1)
+
+
+@main.command()
+@click.argument("book")
+@click.option("--jsonl", is_flag=True, help="JSON lines (the only format so far; the default).")
+@click.option("--fingerprint", help="A derivation other than the current one.")
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), help="Write to a file, not stdout."
+)
+@click.pass_context
+def export(
+    ctx: click.Context, book: str, jsonl: bool, fingerprint: str | None, output: Path | None
+) -> None:
+    """Export a book as JSON lines: book, TOC, sections (texts and maps), blocks, chunks.
+
+    The output is byte-identical for the same file and settings, in any library.
+    """
+    lines = _library(ctx).export(book, fingerprint=fingerprint)
+    if output is not None:
+        tmp = output.with_name(output.name + ".part")
+        with tmp.open("wb") as fh:
+            for line in lines:
+                fh.write(line.encode("utf-8") + b"\n")
+        tmp.replace(output)
+        return
+    out = sys.stdout.buffer
+    for line in lines:
+        out.write(line.encode("utf-8") + b"\n")
+    out.flush()
+
+
+@main.command()
+@click.argument("book")
+@click.option("--json", "as_json", is_flag=True, help="Print the deleted book as JSON.")
+@click.pass_context
+def delete(ctx: click.Context, book: str, as_json: bool) -> None:
+    """Delete a book and everything derived from it."""
+    info = _library(ctx).delete_book(book)
+    if as_json:
+        _print_json(info.to_json())
+    else:
+        console.print(f"deleted {info.title} ({info.id[:12]})", highlight=False)
+
+
+@main.command()
+def where() -> None:
+    """Print which library the other commands use."""
+    ctx = click.get_current_context()
+    url, path = resolve_url(ctx.find_root().obj.get("db"))
+    click.echo(str(path) if path is not None else make_url(url).render_as_string())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,2095 @@
+"""The library: the one orchestrator over the pipeline and the database.
+
+``Library.open(path_or_url)`` opens (and upgrades to the newest schema) a
+SQLite file or any SQLAlchemy URL; ``import_book`` runs a file through the
+pipeline (importers → normalize → chunking) and stores everything in one
+transaction. The CLI and the HTTP API call these methods and nothing else;
+every return type is a frozen dataclass with a ``to_json()`` that gives the
+shape both doors print.
+
+Reproducibility (DESIGN §3): a book is its file's SHA-256; re-importing the
+same bytes with the same settings hashes the file, finds the derivation and
+returns ``unchanged`` without parsing or writing. Chunk ids depend only on
+(book hash, section, settings fingerprint, span), so two libraries agree on
+them whatever the import order.
+
+Atomicity and concurrency: parsing, normalizing and chunking happen before
+any write; the write is one transaction (``BEGIN IMMEDIATE`` on SQLite, so two
+writers queue instead of failing), and SQLite runs in WAL mode, so readers in
+other processes keep reading while an import writes, and a killed import
+leaves no trace.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from time import perf_counter
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+from sqlalchemy import (
+    Engine,
+    bindparam,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from .chunking import chunk_book
+from .db import (
+    BlockRow,
+    BookFileRow,
+    BookRow,
+    ChunkRow,
+    DerivationRow,
+    NormalizationRow,
+    SectionRow,
+    SectionTextRow,
+    TocEntryRow,
+)
+from .errors import MindoryError, NotFoundError
+from .importers import load_book
+from .offsets import OffsetMap, OffsetMapError, Utf16Index
+from .records import Book, Chunk, NormalizeProfile, Settings, TocEntry, chunk_id
+
+__all__ = [
+    "MIGRATIONS",
+    "BlockInfo",
+    "BlockPage",
+    "BookInfo",
+    "ChunkInfo",
+    "DerivationInfo",
+    "ImportFailure",
+    "ImportResult",
+    "Library",
+    "ProgressFn",
+    "SectionDetail",
+    "SectionInfo",
+    "TocNode",
+    "VerifyReport",
+    "book_files_in",
+    "default_db_path",
+    "profile_fingerprint",
+    "resolve_url",
+    "upgrade",
+]
+
+MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
+BOOK_SUFFIXES = frozenset({".txt", ".epub"})
+DEFAULT_BUSY_TIMEOUT_MS = 60_000
+WRITE_BATCH = 1000  # chunk rows per INSERT batch (one progress report each)
+MAX_PROBLEMS = 200  # verify stops collecting problems after this many
+
+ImportStatus = Literal["created", "unchanged", "rederived"]
+# progress(phase, done, total): phases "read", "parse", "chunk", "write".
+ProgressFn = Callable[[str, int, int], None]
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- location
+
+
+def default_db_path() -> Path:
+    """The library used when no ``--db``/``MINDORY_DB``/``MINDORY_DATABASE_URL`` is given."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("mindory", appauthor=False)) / "library.sqlite"
+
+
+def resolve_url(path_or_url: str | os.PathLike[str] | None) -> tuple[str, Path | None]:
+    """``(SQLAlchemy URL, SQLite file or None)`` for a path, a URL or nothing.
+
+    Nothing means ``MINDORY_DATABASE_URL`` if set, else :func:`default_db_path`.
+    Anything with ``://`` is a URL; everything else is a SQLite file path.
+    """
+    if path_or_url is None or os.fspath(path_or_url) == "":
+        path_or_url = os.environ.get("MINDORY_DATABASE_URL") or default_db_path()
+    text = os.fspath(path_or_url)
+    if "://" in text:
+        url = make_url(text)
+        path: Path | None = None
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            path = Path(str(url.database)).expanduser().resolve()
+        return text, path
+    path = Path(text).expanduser().resolve()
+    return f"sqlite:///{path}", path
+
+
+# --------------------------------------------------------------------------- engine
+
+
+def _make_engine(url: str, busy_timeout_ms: int) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=True)
+    engine = create_engine(parsed, connect_args={"timeout": busy_timeout_ms / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy (not the sqlite3 module) issue BEGIN: see _on_begin.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # Writers take the write lock up front: a deferred transaction that
+        # reads first and upgrades later can fail with SQLITE_BUSY at once
+        # (busy_timeout does not help), BEGIN IMMEDIATE waits its turn instead.
+        immediate = conn.get_execution_options().get("mindory_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+# --------------------------------------------------------------------------- migrations
+
+
+def _alembic_config(connection: Connection | None = None) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("path_separator", "os")
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+@functools.cache
+def _script_heads() -> tuple[str, ...]:
+    from alembic.script import ScriptDirectory
+
+    if not (MIGRATIONS / "env.py").is_file():
+        raise MindoryError(f"the schema migrations are missing: {MIGRATIONS}")
+    return tuple(ScriptDirectory.from_config(_alembic_config()).get_heads())
+
+
+@functools.cache
+def _known_revisions() -> frozenset[str]:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(_alembic_config())
+    return frozenset(rev.revision for rev in script.walk_revisions())
+
+
+def _current_heads(conn: Connection) -> tuple[str, ...]:
+    from alembic.runtime.migration import MigrationContext
+
+    return tuple(MigrationContext.configure(conn).get_current_heads())
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the database to ``revision`` (default: the newest) in one transaction."""
+    from alembic import command
+
+    def check(conn: Connection) -> bool:
+        """True when the schema is already at ``revision`` (only "head" is checked)."""
+        current = _current_heads(conn)
+        unknown = [rev for rev in current if rev not in _known_revisions()]
+        if unknown:
+            raise MindoryError(
+                f"the library's schema ({', '.join(unknown)}) is newer than this mindory; "
+                "upgrade mindory"
+            )
+        return revision == "head" and sorted(current) == sorted(_script_heads())
+
+    # Look first without the write lock: opening a library must not wait for
+    # an import that another process is writing.
+    with engine.connect() as conn:
+        if check(conn):
+            return
+    with engine.execution_options(mindory_write=True).begin() as conn:
+        if not check(conn):  # another process may have upgraded meanwhile
+            command.upgrade(_alembic_config(conn), revision)
+
+
+def downgrade(engine: Engine, revision: str = "base") -> None:
+    """Take the schema back to ``revision`` (tests and emergencies)."""
+    from alembic import command
+
+    with engine.execution_options(mindory_write=True).begin() as conn:
+        command.downgrade(_alembic_config(conn), revision)
+
+
+# --------------------------------------------------------------------------- phase timing
+
+# The importers normalize while they parse (EPUB text is normalized while the
+# DOM is walked), so "normalize" time is measured by timing their
+# normalization entry points while an import runs in this context.
+_PHASE_TIMES: ContextVar[dict[str, float] | None] = ContextVar("mindory_phase_times", default=None)
+
+
+def _timed(fn: Callable[..., T], phase: str) -> Callable[..., T]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        acc = _PHASE_TIMES.get()
+        if acc is None:
+            return fn(*args, **kwargs)
+        t = perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            acc[phase] = acc.get(phase, 0.0) + perf_counter() - t
+
+    wrapper.__mindory_timed__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _install_phase_timers() -> None:
+    from .importers import epub, text
+
+    for module, name in ((text, "normalize"), (epub, "extract_text")):
+        fn = getattr(module, name, None)
+        if callable(fn) and not getattr(fn, "__mindory_timed__", False):
+            setattr(module, name, _timed(fn, "normalize"))
+
+
+_install_phase_timers()
+
+
+# --------------------------------------------------------------------------- records
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:  # SQLite hands back naive datetimes; they were UTC
+        moment = moment.replace(tzinfo=UTC)
+    return moment.isoformat(timespec="seconds")
+
+
+def profile_fingerprint(profile: NormalizeProfile) -> str:
+    """Fingerprint of the normalization profile alone (rows that depend only on it)."""
+    canonical = json.dumps(asdict(profile), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class DerivationInfo:
+    fingerprint: str
+    settings: Mapping[str, Any]
+    current: bool
+    chunk_count: int
+    created_at: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fingerprint": self.fingerprint,
+            "current": self.current,
+            "chunk_count": self.chunk_count,
+            "settings": dict(self.settings),
+            "created_at": self.created_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BookInfo:
+    """A stored book (no texts). ``id`` is the SHA-256 of the file."""
+
+    id: str
+    title: str
+    format: str
+    file_name: str
+    file_size: int
+    encoding: str | None
+    lossy: bool
+    bad_bytes: int
+    first_bad_byte: int | None
+    creators: tuple[str, ...]
+    language: str | None
+    identifiers: tuple[str, ...]
+    warnings: tuple[str, ...]
+    section_count: int
+    toc_count: int
+    stored: Literal["copy", "path"]
+    imported_at: str | None
+    derivations: tuple[DerivationInfo, ...] = ()
+
+    @property
+    def current(self) -> DerivationInfo | None:
+        return next((d for d in self.derivations if d.current), None)
+
+    def to_json(self) -> dict[str, Any]:
+        current = self.current
+        return {
+            "id": self.id,
+            "title": self.title,
+            "format": self.format,
+            "file_name": self.file_name,
+            "file_size": self.file_size,
+            "encoding": self.encoding,
+            "lossy": self.lossy,
+            "bad_bytes": self.bad_bytes,
+            "first_bad_byte": self.first_bad_byte,
+            "creators": list(self.creators),
+            "language": self.language,
+            "identifiers": list(self.identifiers),
+            "section_count": self.section_count,
+            "toc_count": self.toc_count,
+            "chunk_count": current.chunk_count if current else 0,
+            "fingerprint": current.fingerprint if current else None,
+            "stored": self.stored,
+            "imported_at": self.imported_at,
+            "warnings": list(self.warnings),
+            "derivations": [d.to_json() for d in self.derivations],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SectionInfo:
+    """A section under the book's current (or a chosen) derivation."""
+
+    ordinal: int
+    title: str
+    href: str | None
+    media_type: str
+    parser: str
+    linear: bool
+    source_start: int
+    source_end: int
+    utf16_start: int
+    normalized_length: int
+    block_count: int
+    chunk_count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ordinal": self.ordinal,
+            "title": self.title,
+            "href": self.href,
+            "media_type": self.media_type,
+            "parser": self.parser,
+            "linear": self.linear,
+            "source_start": self.source_start,
+            "source_end": self.source_end,
+            "utf16_start": self.utf16_start,
+            "normalized_length": self.normalized_length,
+            "block_count": self.block_count,
+            "chunk_count": self.chunk_count,
+        }
+
+
+@dataclass(frozen=True)
+class SectionDetail:
+    """One section with its texts and offset map."""
+
+    book: str
+    info: SectionInfo
+    source_text: str
+    normalized_text: str
+    offset_map: OffsetMap
+    cfi_table: str | None = field(default=None, repr=False)
+
+    def cfi_document(self) -> Any:
+        """The section's :class:`~mindory.importers.cfi.CfiDocument`, or None (plain text)."""
+        if self.cfi_table is None:
+            return None
+        from .importers.cfi import CfiDocument
+
+        return CfiDocument.from_json(self.cfi_table, self.source_text)
+
+    def to_json(self, *, with_text: bool = True) -> dict[str, Any]:
+        out = {"book": self.book, **self.info.to_json()}
+        if with_text:
+            out["source_text"] = self.source_text
+            out["normalized_text"] = self.normalized_text
+            out["offset_map"] = json.loads(self.offset_map.to_json())
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class TocNode:
+    title: str
+    href: str
+    section: int | None
+    source_offset: int | None
+    children: tuple[TocNode, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "href": self.href,
+            "section": self.section,
+            "source_offset": self.source_offset,
+            "children": [c.to_json() for c in self.children],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkInfo:
+    """A stored chunk. ``row_id`` is the library-local integer id (vector indexes)."""
+
+    id: str
+    section: int
+    index: int
+    start: int
+    end: int
+    source_start: int
+    source_end: int
+    utf16_start: int
+    utf16_end: int
+    text: str
+    byte_start: int | None = None
+    byte_end: int | None = None
+    cfi: str | None = None
+    cfi_epubjs: str | None = None
+    row_id: int | None = None
+    context_start: int | None = None  # parent-child: the normalized span to read it in
+    context_end: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The same shape as :func:`mindory.shapes.chunk_json` (no row id: it is local)."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "section": self.section,
+            "index": self.index,
+            "start": self.start,
+            "end": self.end,
+            "source_start": self.source_start,
+            "source_end": self.source_end,
+            "utf16_start": self.utf16_start,
+            "utf16_end": self.utf16_end,
+        }
+        if self.byte_start is not None:
+            out["byte_start"] = self.byte_start
+            out["byte_end"] = self.byte_end
+        if self.cfi is not None:
+            out["cfi"] = self.cfi
+            out["cfi_epubjs"] = self.cfi_epubjs
+        if self.context_start is not None:
+            out["context_start"] = self.context_start
+            out["context_end"] = self.context_end
+        out["text"] = self.text
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class BlockInfo:
+    index: int
+    kind: str
+    level: int | None
+    start: int
+    end: int
+    source_start: int
+    source_end: int
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "kind": self.kind,
+            "level": self.level,
+            "start": self.start,
+            "end": self.end,
+            "source_start": self.source_start,
+            "source_end": self.source_end,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BlockPage:
+    book: str
+    section: int
+    page: int  # counted from 1
+    page_size: int
+    total: int  # blocks in the section
+    blocks: tuple[BlockInfo, ...]
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.page_size))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "book": self.book,
+            "section": self.section,
+            "page": self.page,
+            "page_size": self.page_size,
+            "pages": self.pages,
+            "total": self.total,
+            "blocks": [b.to_json() for b in self.blocks],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    path: str
+    book: str  # sha256
+    title: str
+    format: str
+    status: ImportStatus
+    fingerprint: str
+    sections: int
+    chunks: int
+    blocks: int
+    toc_entries: int
+    warnings: tuple[str, ...] = ()
+    timings: Mapping[str, float] = field(default_factory=dict)  # seconds per phase
+    made_current: bool = False  # an existing derivation became the current one
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "status": self.status,
+            "book": self.book,
+            "title": self.title,
+            "format": self.format,
+            "fingerprint": self.fingerprint,
+            "sections": self.sections,
+            "chunks": self.chunks,
+            "blocks": self.blocks,
+            "toc_entries": self.toc_entries,
+            "made_current": self.made_current,
+            "warnings": list(self.warnings),
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ImportFailure:
+    """A file a batch import could not import; nothing of it was written."""
+
+    path: str
+    error: str
+    kind: str  # the error's class name
+
+    status: Literal["failed"] = "failed"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "status": self.status, "error": self.error, "kind": self.kind}
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    books: int
+    sections: int
+    section_texts: int
+    blocks: int
+    chunks: int
+    problems: tuple[str, ...]
+    truncated: bool = False  # more problems than were collected
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "books": self.books,
+            "sections": self.sections,
+            "section_texts": self.section_texts,
+            "blocks": self.blocks,
+            "chunks": self.chunks,
+            "problems": list(self.problems),
+            "truncated": self.truncated,
+        }
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def book_files_in(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Files to import: named files as given, folders searched recursively for
+    ``.txt``/``.epub`` (hidden entries skipped), in a stable order, no duplicates."""
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(
+                f
+                for f in p.rglob("*")
+                if f.is_file()
+                and f.suffix.lower() in BOOK_SUFFIXES
+                and not any(part.startswith(".") for part in f.relative_to(p).parts)
+            )
+        else:
+            found = [p]
+        for f in found:
+            key = f.resolve()
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
+    return out
+
+
+def _read_file(path: Path) -> bytes:
+    if not path.exists():
+        raise MindoryError("no such file", path=str(path))
+    if not path.is_file():
+        raise MindoryError("not a file", path=str(path))
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise MindoryError(f"cannot read file: {exc.strerror or exc}", path=str(path)) from exc
+
+
+def _walk_toc(entries: Sequence[TocEntry], depth: int = 0) -> Iterator[tuple[TocEntry, int]]:
+    for entry in entries:
+        yield entry, depth
+        yield from _walk_toc(entry.children, depth + 1)
+
+
+# --------------------------------------------------------------------------- library
+
+
+class Library:
+    """A library of books in one database. Open with :meth:`open`; close when done."""
+
+    def __init__(self, engine: Engine, url: str, path: Path | None) -> None:
+        self.engine = engine
+        self.url = url
+        self.path = path  # the SQLite file (None for other databases)
+        self._writer = engine.execution_options(mindory_write=True)
+        self.write_batch = WRITE_BATCH  # chunk rows per INSERT (and per progress report)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def open(
+        cls,
+        path_or_url: str | os.PathLike[str] | None = None,
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    ) -> Library:
+        """Open a library (a SQLite path or a SQLAlchemy URL; see :func:`resolve_url`),
+        creating it if needed and upgrading its schema to the newest revision."""
+        url, path = resolve_url(path_or_url)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise MindoryError(
+                    f"cannot create the library folder: {exc.strerror or exc}",
+                    path=str(path.parent),
+                ) from exc
+        engine = _make_engine(url, busy_timeout_ms)
+        try:
+            upgrade(engine)
+        except SQLAlchemyError as exc:
+            engine.dispose()
+            where = str(path) if path is not None else make_url(url).render_as_string()
+            raise MindoryError(f"cannot open the library: {_first_line(exc)}", path=where) from exc
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine, url, path)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Library:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _read(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Session]:
+        with Session(self._writer, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    # ------------------------------------------------------------------ import
+
+    def import_book(
+        self,
+        path: str | os.PathLike[str],
+        settings: Settings | None = None,
+        *,
+        copy: bool = True,
+        progress: ProgressFn | None = None,
+    ) -> ImportResult:
+        """Import one file; see the module doc for what ``unchanged`` costs.
+
+        ``copy=False`` stores the file's path instead of its bytes. Raises a
+        MindoryError (naming the file) for bad input; nothing is written then.
+        """
+        settings = settings or Settings()
+        report = progress or _no_progress
+        p = Path(path)
+        timings: dict[str, float] = {}
+        t_start = perf_counter()
+
+        report("read", 0, 1)
+        data = _read_file(p)
+        sha = hashlib.sha256(data).hexdigest()
+        timings["read"] = perf_counter() - t_start
+        report("read", 1, 1)
+
+        fingerprint = settings.fingerprint
+        found = self._unchanged(p, sha, fingerprint, timings, t_start)
+        if found is not None:
+            return found
+
+        report("parse", 0, 1)
+        t = perf_counter()
+        phase_times: dict[str, float] = {}
+        token = _PHASE_TIMES.set(phase_times)
+        try:
+            book = load_book(p, settings.profile)
+        finally:
+            _PHASE_TIMES.reset(token)
+        if book.sha256 != sha:
+            raise MindoryError("the file changed while it was being imported", path=str(p))
+        # CFI tables are built here, not inside the write transaction.
+        cfi_tables, cfi_warnings = _cfi_tables(book)
+        elapsed = perf_counter() - t
+        timings["normalize"] = min(phase_times.get("normalize", 0.0), elapsed)
+        timings["parse"] = elapsed - timings["normalize"]
+        report("parse", 1, 1)
+
+        report("chunk", 0, 1)
+        t = perf_counter()
+        chunks = chunk_book(book, settings)
+        prepared = _Prepared(
+            path=p,
+            book=book,
+            data=data,
+            copy=copy,
+            settings=settings,
+            chunks=chunks,
+            byte_spans=_byte_spans(book, chunks),
+            cfi_tables=cfi_tables,
+            warnings=(*book.warnings, *cfi_warnings),
+        )
+        timings["chunk"] = perf_counter() - t
+        report("chunk", 1, 1)
+
+        t = perf_counter()
+        try:
+            result = self._store(prepared, report)
+        except IntegrityError:
+            # Another writer stored the same book first (possible without
+            # SQLite's BEGIN IMMEDIATE, e.g. on PostgreSQL): look again.
+            found = self._unchanged(p, sha, fingerprint, timings, t_start)
+            if found is None:
+                result = self._store(prepared, report)
+            else:
+                return found
+        timings["write"] = perf_counter() - t
+        timings["total"] = perf_counter() - t_start
+        return _with_timings(result, timings)
+
+    def import_many(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        settings: Settings | None = None,
+        *,
+        copy: bool = True,
+        progress: Callable[[Path], ProgressFn | None] | None = None,
+    ) -> Iterator[ImportResult | ImportFailure]:
+        """Import files and folders (see :func:`book_files_in`), one transaction per
+        book; a bad file yields an :class:`ImportFailure` and the batch goes on."""
+        for p in book_files_in(paths):
+            try:
+                yield self.import_book(
+                    p, settings, copy=copy, progress=progress(p) if progress else None
+                )
+            except SQLAlchemyError:
+                raise  # the database, not the file: stop
+            except MindoryError as exc:
+                yield ImportFailure(str(p), str(exc), type(exc).__name__)
+            except Exception as exc:  # noqa: BLE001 - one bad book must not stop the batch
+                yield ImportFailure(str(p), f"{p}: {type(exc).__name__}: {exc}", type(exc).__name__)
+
+    def _unchanged(
+        self, p: Path, sha: str, fingerprint: str, timings: dict[str, float], t_start: float
+    ) -> ImportResult | None:
+        """The result for an already imported (book, settings), or None."""
+        with self._read() as s:
+            row = s.execute(
+                select(BookRow, DerivationRow)
+                .join(DerivationRow, DerivationRow.book_id == BookRow.id)
+                .where(BookRow.sha256 == sha, DerivationRow.fingerprint == fingerprint)
+            ).first()
+            if row is None:
+                return None
+            book_row, derivation = row
+            blocks = _block_total(s, derivation.normalization_id)
+        made_current = False
+        if not derivation.is_current:
+            with self._write() as w:
+                _make_current(w, book_row.id, derivation.id)
+            made_current = True
+        timings["total"] = perf_counter() - t_start
+        return ImportResult(
+            path=str(p),
+            book=sha,
+            title=book_row.title,
+            format=book_row.format,
+            status="unchanged",
+            fingerprint=fingerprint,
+            sections=book_row.section_count,
+            chunks=derivation.chunk_count,
+            blocks=blocks,
+            toc_entries=book_row.toc_count,
+            warnings=tuple(book_row.warnings),
+            timings=dict(timings),
+            made_current=made_current,
+        )
+
+    def _store(self, prepared: _Prepared, report: ProgressFn) -> ImportResult:
+        book, settings = prepared.book, prepared.settings
+        chunks, byte_spans = prepared.chunks, prepared.byte_spans
+        now = datetime.now(UTC)
+        fingerprint = settings.fingerprint
+        total_rows = len(chunks)
+        report("write", 0, total_rows)
+        with self._write() as s:
+            book_row = s.scalar(select(BookRow).where(BookRow.sha256 == book.sha256))
+            status: ImportStatus
+            if book_row is None:
+                status = "created"
+                book_id, section_ids = _insert_book(s, prepared, now)
+                toc_count = sum(1 for _ in _walk_toc(book.toc))
+            else:
+                book_id = book_row.id
+                toc_count = book_row.toc_count
+                existing = s.scalar(
+                    select(DerivationRow).where(
+                        DerivationRow.book_id == book_id, DerivationRow.fingerprint == fingerprint
+                    )
+                )
+                if existing is not None:
+                    # Stored by another writer meanwhile: nothing to do.
+                    made_current = not existing.is_current
+                    if made_current:
+                        _make_current(s, book_id, existing.id)
+                    blocks = _block_total(s, existing.normalization_id)
+                    return _result(
+                        prepared, "unchanged", existing.chunk_count, blocks, toc_count, made_current
+                    )
+                status = "rederived"
+                section_ids = _check_sections(s, book_id, book)
+            normalization_id, block_total = _normalization(s, book_id, book, settings, section_ids)
+            s.execute(
+                update(DerivationRow)
+                .where(DerivationRow.book_id == book_id, DerivationRow.is_current.is_(True))
+                .values(is_current=False)
+            )
+            conn = s.connection()
+            derivation_id = conn.execute(
+                insert(DerivationRow).returning(DerivationRow.id),
+                {
+                    "book_id": book_id,
+                    "normalization_id": normalization_id,
+                    "settings": settings.to_dict(),
+                    "fingerprint": fingerprint,
+                    "is_current": True,
+                    "chunk_count": len(chunks),
+                    "created_at": now,
+                },
+            ).scalar_one()
+            step = max(1, self.write_batch)
+            for lo in range(0, total_rows, step):
+                batch = chunks[lo : lo + step]
+                rows = [
+                    _chunk_row(c, derivation_id, section_ids[c.section], byte_spans, lo + k)
+                    for k, c in enumerate(batch)
+                ]
+                conn.execute(insert(ChunkRow), rows)
+                report("write", min(lo + step, total_rows), total_rows)
+        report("write", total_rows, total_rows)
+        return _result(prepared, status, len(chunks), block_total, toc_count, False)
+
+    # ------------------------------------------------------------------ reading
+
+    def books(self) -> list[BookInfo]:
+        """Every book, by title (then id)."""
+        with self._read() as s:
+            rows = s.execute(
+                select(BookRow, BookFileRow.data.is_(None))
+                .join(BookFileRow, BookFileRow.book_id == BookRow.id)
+                .order_by(BookRow.title, BookRow.sha256)
+            ).all()
+            derivations = _derivations_by_book(s, [r[0].id for r in rows])
+            return [_book_info(b, by_path, derivations.get(b.id, ())) for b, by_path in rows]
+
+    def book(self, ref: str) -> BookInfo:
+        """A book by id (its SHA-256 or a prefix of it) or a unique prefix of its title."""
+        with self._read() as s:
+            row = _resolve_book(s, ref)
+            by_path = s.scalar(
+                select(BookFileRow.data.is_(None)).where(BookFileRow.book_id == row.id)
+            )
+            derivations = _derivations_by_book(s, [row.id])
+            return _book_info(row, bool(by_path), derivations.get(row.id, ()))
+
+    def book_file(self, ref: str) -> bytes:
+        """The original file's bytes (read from its path when it was not copied)."""
+        with self._read() as s:
+            row = _resolve_book(s, ref)
+            file_row = s.get_one(BookFileRow, row.id)
+            if file_row.data is not None:
+                return file_row.data
+            path = Path(file_row.path or "")
+        data = _read_file(path)
+        if hashlib.sha256(data).hexdigest() != row.sha256:
+            raise MindoryError("the book file changed since it was imported", path=str(path))
+        return data
+
+    def toc(self, ref: str) -> tuple[TocNode, ...]:
+        with self._read() as s:
+            row = _resolve_book(s, ref)
+            entries = s.execute(
+                select(TocEntryRow)
+                .where(TocEntryRow.book_id == row.id)
+                .order_by(TocEntryRow.position)
+            ).scalars()
+            children: dict[int | None, list[TocEntryRow]] = {}
+            for e in entries:
+                children.setdefault(e.parent_id, []).append(e)
+
+        def build(parent: int | None) -> tuple[TocNode, ...]:
+            return tuple(
+                TocNode(e.title, e.href, e.section_ordinal, e.source_offset, build(e.id))
+                for e in children.get(parent, [])
+            )
+
+        return build(None)
+
+    def sections(self, ref: str, *, fingerprint: str | None = None) -> list[SectionInfo]:
+        with self._read() as s:
+            row = _resolve_book(s, ref)
+            derivation = _derivation(s, row, fingerprint)
+            chunk_counts = dict(
+                s.execute(
+                    select(ChunkRow.section_id, func.count())
+                    .where(ChunkRow.derivation_id == derivation.id)
+                    .group_by(ChunkRow.section_id)
+                ).all()
+            )
+            rows = s.execute(
+                select(
+                    SectionRow.id,
+                    SectionRow.ordinal,
+                    SectionRow.title,
+                    SectionRow.href,
+                    SectionRow.media_type,
+                    SectionRow.parser,
+                    SectionRow.linear,
+                    SectionRow.source_start,
+                    SectionRow.source_length,
+                    SectionRow.utf16_start,
+                    func.length(SectionTextRow.normalized_text),
+                    SectionTextRow.block_count,
+                )
+                .join(SectionTextRow, SectionTextRow.section_id == SectionRow.id)
+                .where(
+                    SectionRow.book_id == row.id,
+                    SectionTextRow.normalization_id == derivation.normalization_id,
+                )
+                .order_by(SectionRow.ordinal)
+            )
+            return [
+                SectionInfo(
+                    ordinal=o,
+                    title=title,
+                    href=href,
+                    media_type=mt,
+                    parser=parser,
+                    linear=bool(linear),
+                    source_start=ss,
+                    source_end=ss + sl,
+                    utf16_start=us,
+                    normalized_length=int(nl or 0),
+                    block_count=bc,
+                    chunk_count=int(chunk_counts.get(sid, 0)),
+                )
+                for sid, o, title, href, mt, parser, linear, ss, sl, us, nl, bc in rows
+            ]
+
+    def section(self, ref: str, ordinal: int, *, fingerprint: str | None = None) -> SectionDetail:
+        """One section with its source text, normalized text and offset map."""
+        with self._read() as s:
+            row = _resolve_book(s, ref)
+            derivation = _derivation(s, row, fingerprint)
+            found = s.execute(
+                select(SectionRow, SectionTextRow)
+                .join(SectionTextRow, SectionTextRow.section_id == SectionRow.id)
+                .where(
+                    SectionRow.book_id == row.id,
+                    SectionRow.ordinal == ordinal,
+                    SectionTextRow.normalization_id == derivation.normalization_id,
+                )
+            ).first()
+            if found is None:
+                raise NotFoundError(
+                    f"{row.title!r} has no section {ordinal} (sections 0–{row.section_count - 1})"
+                )
+            sec, text = found
+            chunk_count = s.scalar(
+                select(func.count()).where(
+                    ChunkRow.derivation_id == derivation.id, ChunkRow.section_id == sec.id
+                )
+            )
+        info = SectionInfo(
+            ordinal=sec.ordinal,
+            title=sec.title,
+            href=sec.href,
+            media_type=sec.media_type,
+            parser=sec.parser,
+            linear=sec.linear,
+            source_start=sec.source_start,
+            source_end=sec.source_start + sec.source_length,
+            utf16_start=sec.utf16_start,
+            normalized_length=len(text.normalized_text),
+            block_count=text.block_count,
+            chunk_count=int(chunk_count or 0),
+        )
+        return SectionDetail(
+            book=row.sha256,
+            info=info,
+            source_text=sec.source_text,
+            normalized_text=text.normalized_text,
+            offset_map=OffsetMap.from_bytes(text.offset_map),
+            cfi_table=sec.cfi_table,
+        )
+
+    def chunks(
+        self,
+        ref: str,
+        *,
+        section: int | None = None,
+        fingerprint: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+        with_cfi: bool = False,
+    ) -> list[ChunkInfo]:
+        """Chunks of the current (or the given) derivation, in reading order.
+
+        ``with_cfi`` adds EPUB CFIs (both flavors) from the stored CFI tables.
+        """
+        with self._read() as s:
+            row = _resolve_book(s, ref)
+            derivation = _derivation(s, row, fingerprint)
+            return _chunk_infos(s, derivation.id, section, offset, limit, with_cfi)
+
+    def blocks(
+        self,
+        ref: str,
+        section: int,
+        page: int = 1,
+        page_size: int = 50,
+        *,
+        fingerprint: str | None = None,
+    ) -> BlockPage:
+        """One page (counted from 1) of a section's render blocks, with their text."""
+        if page < 1:
+            raise MindoryError(f"page must be 1 or more, not {page}")
+        if page_size < 1:
+            raise MindoryError(f"page size must be 1 or more, not {page_size}")
+        with self._read() as s:
+            row = _resolve_book(s, ref)
+            derivation = _derivation(s, row, fingerprint)
+            found = s.execute(
+                select(SectionTextRow)
+                .join(SectionRow, SectionRow.id == SectionTextRow.section_id)
+                .where(
+                    SectionRow.book_id == row.id,
+                    SectionRow.ordinal == section,
+                    SectionTextRow.normalization_id == derivation.normalization_id,
+                )
+            ).scalar()
+            if found is None:
+                raise NotFoundError(
+                    f"{row.title!r} has no section {section} (sections 0–{row.section_count - 1})"
+                )
+            blocks = s.execute(
+                select(BlockRow)
+                .where(BlockRow.section_text_id == found.id)
+                .order_by(BlockRow.index)
+                .offset((page - 1) * page_size)
+                .limit(page_size)
+            ).scalars()
+            text = found.normalized_text
+            infos = tuple(
+                BlockInfo(
+                    b.index,
+                    b.kind,
+                    b.level,
+                    b.start,
+                    b.end,
+                    b.source_start,
+                    b.source_end,
+                    text[b.start : b.end],
+                )
+                for b in blocks
+            )
+            return BlockPage(row.sha256, section, page, page_size, found.block_count, infos)
+
+    # ------------------------------------------------------------------ delete
+
+    def delete_book(self, ref: str) -> BookInfo:
+        """Delete a book and everything derived from it; returns what was deleted."""
+        info = self.book(ref)
+        with self._write() as s:
+            s.execute(delete(BookRow).where(BookRow.sha256 == info.id))
+        return info
+
+    # ------------------------------------------------------------------ export
+
+    def export(self, ref: str, *, fingerprint: str | None = None) -> Iterator[str]:
+        """The book as JSON lines (no trailing newlines): book, TOC, then per section
+        the section (texts and offset map), its blocks and its chunks.
+
+        Byte-identical across runs, processes and libraries for the same file
+        and settings: no row ids, no timestamps, fixed key order.
+        """
+        with self._read() as s:
+            row = _resolve_book(s, ref)
+            derivation = _derivation(s, row, fingerprint)
+            yield _dumps(
+                {
+                    "type": "book",
+                    "id": row.sha256,
+                    "title": row.title,
+                    "format": row.format,
+                    "file_name": row.file_name,
+                    "file_size": row.file_size,
+                    "encoding": row.encoding,
+                    "lossy": row.lossy,
+                    "bad_bytes": row.bad_bytes,
+                    "first_bad_byte": row.first_bad_byte,
+                    "creators": list(row.creators),
+                    "language": row.language,
+                    "identifiers": list(row.identifiers),
+                    "warnings": list(row.warnings),
+                    "section_count": row.section_count,
+                    "fingerprint": derivation.fingerprint,
+                    "settings": derivation.settings,
+                    "chunk_count": derivation.chunk_count,
+                }
+            )
+            toc = s.execute(
+                select(TocEntryRow)
+                .where(TocEntryRow.book_id == row.id)
+                .order_by(TocEntryRow.position)
+            ).scalars()
+            position_of: dict[int, int] = {}
+            for e in toc:
+                position_of[e.id] = e.position
+                yield _dumps(
+                    {
+                        "type": "toc",
+                        "position": e.position,
+                        "depth": e.depth,
+                        "parent": position_of.get(e.parent_id) if e.parent_id else None,
+                        "title": e.title,
+                        "href": e.href,
+                        "section": e.section_ordinal,
+                        "source_offset": e.source_offset,
+                    }
+                )
+            section_ids = s.execute(
+                select(SectionRow.id, SectionRow.ordinal)
+                .where(SectionRow.book_id == row.id)
+                .order_by(SectionRow.ordinal)
+            ).all()
+            for section_id, ordinal in section_ids:
+                sec = s.get_one(SectionRow, section_id)
+                text = s.execute(
+                    select(SectionTextRow).where(
+                        SectionTextRow.section_id == section_id,
+                        SectionTextRow.normalization_id == derivation.normalization_id,
+                    )
+                ).scalar_one()
+                omap = OffsetMap.from_bytes(text.offset_map)
+                yield _dumps(
+                    {
+                        "type": "section",
+                        "ordinal": ordinal,
+                        "title": sec.title,
+                        "href": sec.href,
+                        "media_type": sec.media_type,
+                        "parser": sec.parser,
+                        "linear": sec.linear,
+                        "source_start": sec.source_start,
+                        "source_end": sec.source_start + sec.source_length,
+                        "utf16_start": sec.utf16_start,
+                        "source_text": sec.source_text,
+                        "normalized_text": text.normalized_text,
+                        "offset_map": json.loads(omap.to_json()),
+                    }
+                )
+                s.expunge(sec)
+                for b in s.execute(
+                    select(BlockRow)
+                    .where(BlockRow.section_text_id == text.id)
+                    .order_by(BlockRow.index)
+                ).scalars():
+                    yield _dumps(
+                        {
+                            "type": "block",
+                            "section": ordinal,
+                            "index": b.index,
+                            "kind": b.kind,
+                            "level": b.level,
+                            "start": b.start,
+                            "end": b.end,
+                            "source_start": b.source_start,
+                            "source_end": b.source_end,
+                        }
+                    )
+                s.expunge_all()
+                for c in _chunk_infos(s, derivation.id, ordinal, 0, None, True):
+                    yield _dumps({"type": "chunk", **c.to_json()})
+
+    # ------------------------------------------------------------------ verify
+
+    def verify(self, ref: str | None = None) -> VerifyReport:
+        """Check every stored invariant (DESIGN §1) against the stored texts and maps.
+
+        Per section text: the map parses, is monotone, matches both texts'
+        lengths and every copy run is equal in both texts. Per block and chunk:
+        spans inside the text, source span == the map's source span, chunk text
+        == the normalized slice, UTF-16 spans recomputed from the source text,
+        byte spans (plain text) decode to the source slice, chunk ids
+        recomputed. Per book: the file hash, contiguous ordinals, one current
+        derivation, fingerprints recomputed from the stored settings, TOC
+        targets inside their sections.
+        """
+        v = _Verifier()
+        with self._read() as s:
+            if ref is None:
+                ids = list(s.scalars(select(BookRow.id).order_by(BookRow.sha256)))
+            else:
+                ids = [_resolve_book(s, ref).id]
+            for book_id in ids:
+                _verify_book(s, book_id, v)
+                s.expunge_all()
+        return VerifyReport(
+            books=len(ids),
+            sections=v.sections,
+            section_texts=v.section_texts,
+            blocks=v.blocks,
+            chunks=v.chunks,
+            problems=tuple(v.problems),
+            truncated=v.truncated,
+        )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _no_progress(_phase: str, _done: int, _total: int) -> None:
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _with_timings(result: ImportResult, timings: dict[str, float]) -> ImportResult:
+    return replace(result, timings=dict(timings))
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """Everything an import writes, computed before the write transaction starts."""
+
+    path: Path
+    book: Book
+    data: bytes
+    copy: bool
+    settings: Settings
+    chunks: Sequence[Chunk]
+    byte_spans: Sequence[tuple[int, int]] | None
+    cfi_tables: Sequence[str | None]
+    warnings: tuple[str, ...]
+
+
+def _result(
+    prepared: _Prepared,
+    status: ImportStatus,
+    chunks: int,
+    blocks: int,
+    toc_entries: int,
+    made_current: bool,
+) -> ImportResult:
+    book = prepared.book
+    return ImportResult(
+        path=str(prepared.path),
+        book=book.sha256,
+        title=book.title,
+        format=book.format,
+        status=status,
+        fingerprint=prepared.settings.fingerprint,
+        sections=len(book.sections),
+        chunks=chunks,
+        blocks=blocks,
+        toc_entries=toc_entries,
+        warnings=prepared.warnings,
+        made_current=made_current,
+    )
+
+
+def _block_total(s: Session, normalization_id: int) -> int:
+    total = s.scalar(
+        select(func.coalesce(func.sum(SectionTextRow.block_count), 0)).where(
+            SectionTextRow.normalization_id == normalization_id
+        )
+    )
+    return int(total or 0)
+
+
+def _make_current(s: Session, book_id: int, derivation_id: int) -> None:
+    s.execute(
+        update(DerivationRow)
+        .where(DerivationRow.book_id == book_id)
+        .values(is_current=DerivationRow.id == derivation_id)
+    )
+
+
+def _chunk_row(
+    c: Chunk,
+    derivation_id: int,
+    section_id: int,
+    byte_spans: Sequence[tuple[int, int]] | None,
+    k: int,
+) -> dict[str, Any]:
+    context = getattr(c, "context", None)  # parent-child chunking: the parent's span
+    return {
+        "chunk_id": c.id,
+        "derivation_id": derivation_id,
+        "section_id": section_id,
+        "index": c.index,
+        "start": c.start,
+        "end": c.end,
+        "source_start": c.source_start,
+        "source_end": c.source_end,
+        "utf16_start": c.utf16_start,
+        "utf16_end": c.utf16_end,
+        "byte_start": byte_spans[k][0] if byte_spans else None,
+        "byte_end": byte_spans[k][1] if byte_spans else None,
+        "context_start": context[0] if context else None,
+        "context_end": context[1] if context else None,
+        "text": c.text,
+    }
+
+
+def _byte_spans(book: Book, chunks: Sequence[Chunk]) -> list[tuple[int, int]] | None:
+    index = getattr(book.source, "bytes_index", None) if book.format == "txt" else None
+    if index is None:
+        return None
+    return [(index.byte_offset(c.source_start), index.byte_offset(c.source_end)) for c in chunks]
+
+
+def _cfi_tables(book: Book) -> tuple[list[str | None], list[str]]:
+    """Per section, the serialized CFI table (EPUB content documents), and warnings.
+
+    Stored without the text (the section's source text is stored beside it).
+    """
+    tables: list[str | None] = []
+    warnings: list[str] = []
+    for sec in book.sections:
+        table: str | None = None
+        if book.format == "epub" and sec.parser != "none" and sec.dom is not None:
+            try:
+                cfi = getattr(sec.dom, "cfi", None)
+                if cfi is not None:
+                    table = str(cfi.to_json(include_text=False))
+            except MindoryError as exc:
+                warnings.append(f"section {sec.ordinal} ({sec.href}): no CFI table: {exc}")
+        tables.append(table)
+    return tables, warnings
+
+
+def _insert_book(s: Session, prepared: _Prepared, now: datetime) -> tuple[int, dict[int, int]]:
+    book, data, copy, p = prepared.book, prepared.data, prepared.copy, prepared.path
+    conn = s.connection()
+    book_id = conn.execute(
+        insert(BookRow).returning(BookRow.id),
+        {
+            "sha256": book.sha256,
+            "title": book.title,
+            "format": book.format,
+            "file_name": book.file_name,
+            "file_size": len(data),
+            "encoding": book.encoding,
+            "lossy": book.lossy,
+            "bad_bytes": book.bad_bytes,
+            "first_bad_byte": book.first_bad_byte,
+            "creators": list(book.creators),
+            "language": book.language,
+            "identifiers": list(book.identifiers),
+            "warnings": list(prepared.warnings),
+            "section_count": len(book.sections),
+            "toc_count": sum(1 for _ in _walk_toc(book.toc)),
+            "imported_at": now,
+        },
+    ).scalar_one()
+    conn.execute(
+        insert(BookFileRow),
+        {
+            "book_id": book_id,
+            "data": data if copy else None,
+            "path": None if copy else str(p.resolve()),
+            "size": len(data),
+        },
+    )
+    utf16 = getattr(book.source, "utf16", None) if book.format == "txt" else None
+    section_rows = [
+        {
+            "book_id": book_id,
+            "ordinal": sec.ordinal,
+            "title": sec.title,
+            "href": sec.href,
+            "media_type": sec.media_type,
+            "parser": sec.parser,
+            "linear": sec.linear,
+            "source_start": sec.source_start,
+            "utf16_start": utf16.to_utf16(sec.source_start) if utf16 else sec.source_start,
+            "source_length": len(sec.source_text),
+            "source_text": sec.source_text,
+            "cfi_table": table,
+        }
+        for sec, table in zip(book.sections, prepared.cfi_tables)
+    ]
+    # Many rows per statement (executemany), then read the new ids back by key.
+    conn.execute(insert(SectionRow), section_rows)
+    section_ids = {
+        int(o): int(i)
+        for i, o in conn.execute(
+            select(SectionRow.id, SectionRow.ordinal).where(SectionRow.book_id == book_id)
+        )
+    }
+    # TOC: insert flat (depth-first order), then link each entry to its parent.
+    walk = list(_walk_toc(book.toc))
+    if not walk:
+        return book_id, section_ids
+    conn.execute(
+        insert(TocEntryRow),
+        [
+            {
+                "book_id": book_id,
+                "parent_id": None,
+                "position": position,
+                "depth": depth,
+                "title": entry.title,
+                "href": entry.href,
+                "section_ordinal": entry.section,
+                "source_offset": entry.source_offset,
+            }
+            for position, (entry, depth) in enumerate(walk)
+        ],
+    )
+    id_at = dict(
+        conn.execute(
+            select(TocEntryRow.position, TocEntryRow.id).where(TocEntryRow.book_id == book_id)
+        ).all()
+    )
+    toc_ids = [int(id_at[position]) for position in range(len(walk))]
+    links: list[dict[str, int]] = []
+    parents: list[int] = []  # the id of the last entry at each depth
+    for entry_id, (_, depth) in zip(toc_ids, walk):
+        del parents[depth:]
+        if parents:
+            links.append({"entry": entry_id, "parent": parents[-1]})
+        parents.append(entry_id)
+    if links:
+        conn.execute(
+            update(TocEntryRow)
+            .where(TocEntryRow.id == bindparam("entry"))
+            .values(parent_id=bindparam("parent")),
+            links,
+        )
+    return book_id, section_ids
+
+
+def _check_sections(s: Session, book_id: int, book: Book) -> dict[int, int]:
+    """Section ids of a stored book, after checking the new parse has the same sections.
+
+    Sections hold only what does not depend on the settings; a profile that
+    changed them would need a new model, so it is refused instead of stored
+    inconsistently.
+    """
+    stored = s.execute(
+        select(SectionRow.id, SectionRow.ordinal, SectionRow.source_start, SectionRow.source_text)
+        .where(SectionRow.book_id == book_id)
+        .order_by(SectionRow.ordinal)
+    ).all()
+    same = len(stored) == len(book.sections) and all(
+        (o, ss, st) == (sec.ordinal, sec.source_start, sec.source_text)
+        for (_, o, ss, st), sec in zip(stored, book.sections)
+    )
+    if not same:
+        raise MindoryError(
+            "these settings split the book into different sections than the stored import; "
+            "delete the book and import it again",
+            path=book.file_name,
+        )
+    return {int(o): int(sid) for sid, o, _, _ in stored}
+
+
+def _normalization(
+    s: Session, book_id: int, book: Book, settings: Settings, section_ids: dict[int, int]
+) -> tuple[int, int]:
+    """The normalization row for the settings' profile (created with its section
+    texts and blocks when new); returns (id, number of blocks)."""
+    pfp = profile_fingerprint(settings.profile)
+    found = s.execute(
+        select(NormalizationRow.id).where(
+            NormalizationRow.book_id == book_id, NormalizationRow.profile_fingerprint == pfp
+        )
+    ).scalar()
+    if found is not None:
+        return int(found), _block_total(s, found)
+    conn = s.connection()
+    normalization_id = conn.execute(
+        insert(NormalizationRow).returning(NormalizationRow.id),
+        {"book_id": book_id, "profile": asdict(settings.profile), "profile_fingerprint": pfp},
+    ).scalar_one()
+    conn.execute(
+        insert(SectionTextRow),
+        [
+            {
+                "normalization_id": normalization_id,
+                "section_id": section_ids[sec.ordinal],
+                "normalized_text": sec.normalized_text,
+                "offset_map": sec.offset_map.to_bytes(),
+                "edit_count": sec.offset_map.edit_count,
+                "block_count": len(sec.blocks),
+            }
+            for sec in book.sections
+        ],
+    )
+    text_id_of = dict(
+        conn.execute(
+            select(SectionTextRow.section_id, SectionTextRow.id).where(
+                SectionTextRow.normalization_id == normalization_id
+            )
+        ).all()
+    )
+    block_rows: list[dict[str, Any]] = []
+    for sec in book.sections:
+        text_id = text_id_of[section_ids[sec.ordinal]]
+        shift = sec.source_start
+        block_rows.extend(
+            {
+                "section_text_id": text_id,
+                "index": k,
+                "kind": b.kind,
+                "level": b.level,
+                "start": b.start,
+                "end": b.end,
+                "source_start": b.source_start + shift,
+                "source_end": b.source_end + shift,
+            }
+            for k, b in enumerate(sec.blocks)
+        )
+    if block_rows:
+        conn.execute(insert(BlockRow), block_rows)
+    return int(normalization_id), len(block_rows)
+
+
+def _derivations_by_book(s: Session, ids: list[int]) -> dict[int, tuple[DerivationInfo, ...]]:
+    out: dict[int, list[DerivationInfo]] = {}
+    if not ids:
+        return {}
+    for d in s.execute(
+        select(DerivationRow)
+        .where(DerivationRow.book_id.in_(ids))
+        .order_by(DerivationRow.book_id, DerivationRow.created_at, DerivationRow.id)
+    ).scalars():
+        out.setdefault(d.book_id, []).append(
+            DerivationInfo(
+                fingerprint=d.fingerprint,
+                settings=d.settings,
+                current=d.is_current,
+                chunk_count=d.chunk_count,
+                created_at=_iso(d.created_at),
+            )
+        )
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _book_info(row: BookRow, by_path: bool, derivations: tuple[DerivationInfo, ...]) -> BookInfo:
+    return BookInfo(
+        id=row.sha256,
+        title=row.title,
+        format=row.format,
+        file_name=row.file_name,
+        file_size=row.file_size,
+        encoding=row.encoding,
+        lossy=row.lossy,
+        bad_bytes=row.bad_bytes,
+        first_bad_byte=row.first_bad_byte,
+        creators=tuple(row.creators),
+        language=row.language,
+        identifiers=tuple(row.identifiers),
+        warnings=tuple(row.warnings),
+        section_count=row.section_count,
+        toc_count=row.toc_count,
+        stored="path" if by_path else "copy",
+        imported_at=_iso(row.imported_at),
+        derivations=derivations,
+    )
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _resolve_book(s: Session, ref: str) -> BookRow:
+    """Id, id prefix (4+ hex digits) or unique title prefix (case-insensitive);
+    failing that, a unique part of a title."""
+    ref = ref.strip()
+    if not ref:
+        raise NotFoundError("no book named: the book reference is empty")
+    low = ref.lower()
+    if len(low) >= 4 and set(low) <= _HEX:
+        rows = list(
+            s.scalars(select(BookRow).where(BookRow.sha256.startswith(low, autoescape=True)))
+        )
+        if len(rows) == 1:
+            return rows[0]
+        if len(rows) > 1:
+            raise MindoryError(f"{ref!r} is the start of {len(rows)} book ids; give more of it")
+    rows = list(
+        s.scalars(
+            select(BookRow)
+            .where(func.lower(BookRow.title).startswith(low, autoescape=True))
+            .order_by(BookRow.title, BookRow.sha256)
+        )
+    )
+    if not rows:
+        # SQLite's lower() folds ASCII only: compare in Python, prefixes first,
+        # then (as a convenience) words inside the title: "waste" finds "The Waste Land".
+        everything = list(s.scalars(select(BookRow).order_by(BookRow.title, BookRow.sha256)))
+        key = ref.casefold()
+        rows = [r for r in everything if r.title.casefold().startswith(key)]
+        if not rows:
+            rows = [r for r in everything if key in r.title.casefold()]
+    if len(rows) == 1:
+        return rows[0]
+    exact = [r for r in rows if r.title.casefold() == ref.casefold()]
+    if len(exact) == 1:
+        return exact[0]
+    if not rows:
+        raise NotFoundError(f"no book with id or title starting with {ref!r}")
+    names = "; ".join(f"{r.title} ({r.sha256[:12]})" for r in rows[:5])
+    more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+    raise MindoryError(f"{ref!r} matches {len(rows)} books: {names}{more}; use the id")
+
+
+def _derivation(s: Session, book: BookRow, fingerprint: str | None) -> DerivationRow:
+    q = select(DerivationRow).where(DerivationRow.book_id == book.id)
+    if fingerprint is None:
+        found = s.scalar(q.where(DerivationRow.is_current.is_(True)))
+        what = "current derivation"
+    else:
+        matches = list(
+            s.scalars(q.where(DerivationRow.fingerprint.startswith(fingerprint, autoescape=True)))
+        )
+        if len(matches) > 1:
+            raise MindoryError(f"{fingerprint!r} starts {len(matches)} fingerprints; give more")
+        found = matches[0] if matches else None
+        what = f"derivation with fingerprint {fingerprint!r}"
+    if found is None:
+        raise NotFoundError(f"{book.title!r} has no {what}")
+    return found
+
+
+def _chunk_infos(
+    s: Session,
+    derivation_id: int,
+    section: int | None,
+    offset: int,
+    limit: int | None,
+    with_cfi: bool,
+) -> list[ChunkInfo]:
+    q = (
+        select(
+            ChunkRow.id,
+            ChunkRow.chunk_id,
+            SectionRow.ordinal,
+            ChunkRow.index,
+            ChunkRow.start,
+            ChunkRow.end,
+            ChunkRow.source_start,
+            ChunkRow.source_end,
+            ChunkRow.utf16_start,
+            ChunkRow.utf16_end,
+            ChunkRow.text,
+            ChunkRow.byte_start,
+            ChunkRow.byte_end,
+            ChunkRow.section_id,
+            ChunkRow.context_start,
+            ChunkRow.context_end,
+        )
+        .join(SectionRow, SectionRow.id == ChunkRow.section_id)
+        .where(ChunkRow.derivation_id == derivation_id)
+        .order_by(SectionRow.ordinal, ChunkRow.index)
+    )
+    if section is not None:
+        q = q.where(SectionRow.ordinal == section)
+    if offset:
+        q = q.offset(offset)
+    if limit is not None:
+        q = q.limit(limit)
+    rows = s.execute(q).all()
+    cfi_docs: dict[int, Any] = {}
+    if with_cfi:
+        section_ids = sorted({r[13] for r in rows})
+        for sid, table, text in s.execute(
+            select(SectionRow.id, SectionRow.cfi_table, SectionRow.source_text).where(
+                SectionRow.id.in_(section_ids), SectionRow.cfi_table.is_not(None)
+            )
+        ):
+            from .importers.cfi import CfiDocument
+
+            cfi_docs[sid] = CfiDocument.from_json(str(table), text)
+    out: list[ChunkInfo] = []
+    for rid, cid, o, i, st, en, ss, se, us, ue, text, bs, be, sid, cs, ce in rows:
+        doc = cfi_docs.get(sid)
+        cfi = cfi_ej = None
+        if doc is not None:
+            cfi = doc.range(ss, se)
+            cfi_ej = doc.range(ss, se, "epubjs")
+        out.append(
+            ChunkInfo(cid, o, i, st, en, ss, se, us, ue, text, bs, be, cfi, cfi_ej, rid, cs, ce)
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- verify
+
+
+class _Verifier:
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.truncated = False
+        self.sections = self.section_texts = self.blocks = self.chunks = 0
+
+    def problem(self, text: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(text)
+        else:
+            self.truncated = True
+
+
+_STATEFUL_CODECS = ("iso2022", "iso-2022", "hz", "utf-7", "utf_7")
+
+
+def _verify_book(s: Session, book_id: int, v: _Verifier) -> None:
+    book = s.get_one(BookRow, book_id)
+    name = f"{book.title} ({book.sha256[:12]})"
+    file_row = s.get(BookFileRow, book_id)
+    data: bytes | None = None
+    if file_row is None:
+        v.problem(f"{name}: the book file row is missing")
+    elif file_row.data is not None:
+        data = file_row.data
+        if hashlib.sha256(data).hexdigest() != book.sha256:
+            v.problem(f"{name}: the stored file bytes do not hash to the book id")
+        if len(data) != book.file_size:
+            v.problem(f"{name}: the stored file has {len(data)} bytes, not {book.file_size}")
+    elif file_row.path:
+        p = Path(file_row.path)
+        if not p.is_file():
+            v.problem(f"{name}: the book file is gone: {p}")
+        elif hashlib.sha256(p.read_bytes()).hexdigest() != book.sha256:
+            v.problem(f"{name}: the book file changed since it was imported: {p}")
+
+    sections = list(
+        s.scalars(
+            select(SectionRow).where(SectionRow.book_id == book_id).order_by(SectionRow.ordinal)
+        )
+    )
+    v.sections += len(sections)
+    if [sec.ordinal for sec in sections] != list(range(len(sections))):
+        v.problem(f"{name}: section ordinals are not 0..{len(sections) - 1}")
+    if len(sections) != book.section_count:
+        v.problem(f"{name}: {len(sections)} sections stored, the book says {book.section_count}")
+    by_id = {sec.id: sec for sec in sections}
+    by_ordinal = {sec.ordinal: sec for sec in sections}
+    for sec in sections:
+        if len(sec.source_text) != sec.source_length:
+            v.problem(f"{name} §{sec.ordinal}: source text length differs from source_length")
+        if sec.cfi_table is not None:
+            try:
+                from .importers.cfi import CfiDocument
+
+                CfiDocument.from_json(sec.cfi_table, sec.source_text)
+            except Exception as exc:  # noqa: BLE001 - report any failure as a problem
+                v.problem(f"{name} §{sec.ordinal}: unreadable CFI table ({exc})")
+
+    toc = list(s.scalars(select(TocEntryRow).where(TocEntryRow.book_id == book_id)))
+    if len(toc) != book.toc_count:
+        v.problem(f"{name}: {len(toc)} TOC entries stored, the book says {book.toc_count}")
+    for e in toc:
+        if e.section_ordinal is None:
+            continue
+        target = by_ordinal.get(e.section_ordinal)
+        if target is None:
+            v.problem(
+                f"{name}: TOC entry {e.title!r} points at missing section {e.section_ordinal}"
+            )
+        elif e.source_offset is not None and not (
+            target.source_start <= e.source_offset <= target.source_start + target.source_length
+        ):
+            v.problem(f"{name}: TOC entry {e.title!r} points outside section {e.section_ordinal}")
+
+    derivations = list(s.scalars(select(DerivationRow).where(DerivationRow.book_id == book_id)))
+    if sum(1 for d in derivations if d.is_current) != 1:
+        v.problem(f"{name}: {sum(d.is_current for d in derivations)} current derivations, not 1")
+
+    maps: dict[int, tuple[str, OffsetMap | None]] = {}  # section_text id -> (normalized, map)
+    normalizations = list(
+        s.scalars(select(NormalizationRow).where(NormalizationRow.book_id == book_id))
+    )
+    for norm in normalizations:
+        try:
+            expected = profile_fingerprint(NormalizeProfile(**norm.profile))
+        except (TypeError, ValueError) as exc:
+            v.problem(f"{name}: unreadable profile of normalization {norm.id}: {exc}")
+            expected = None
+        if expected is not None and expected != norm.profile_fingerprint:
+            v.problem(f"{name}: profile fingerprint {norm.profile_fingerprint} is not {expected}")
+        texts = list(
+            s.scalars(select(SectionTextRow).where(SectionTextRow.normalization_id == norm.id))
+        )
+        if sorted(t.section_id for t in texts) != sorted(by_id):
+            v.problem(f"{name}: normalization {norm.profile_fingerprint} lacks some sections")
+        for t in texts:
+            v.section_texts += 1
+            owner = by_id.get(t.section_id)
+            if owner is None:
+                v.problem(f"{name}: section text {t.id} belongs to another book's section")
+                continue
+            where = f"{name} §{owner.ordinal} [{norm.profile_fingerprint}]"
+            omap = _check_map(v, where, t, owner)
+            maps[t.id] = (t.normalized_text, omap)
+            _check_blocks(s, v, where, t, owner, omap)
+        for d in derivations:
+            if d.normalization_id != norm.id:
+                continue
+            _check_derivation(s, v, name, book, d, norm, by_id, texts, maps, data)
+
+
+def _check_map(v: _Verifier, where: str, t: SectionTextRow, sec: SectionRow) -> OffsetMap | None:
+    try:
+        omap = OffsetMap.from_bytes(t.offset_map)  # validates monotone runs
+        omap.check(sec.source_text, t.normalized_text)  # lengths, copy runs equal
+    except OffsetMapError as exc:
+        v.problem(f"{where}: offset map: {exc}")
+        return None
+    if omap.edit_count != t.edit_count:
+        v.problem(f"{where}: offset map holds {omap.edit_count} edits, row says {t.edit_count}")
+    return omap
+
+
+def _span_problems(
+    omap: OffsetMap, starts: np.ndarray, ends: np.ndarray, src_s: np.ndarray, src_e: np.ndarray
+) -> np.ndarray:
+    """Indices whose stored source span differs from the map's (section-local arrays)."""
+    bad = np.zeros(len(starts), dtype=bool)
+    nonempty = ends > starts
+    if nonempty.any():
+        es, ee = omap.source_spans(starts[nonempty], ends[nonempty])
+        bad[nonempty] = (es != src_s[nonempty]) | (ee != src_e[nonempty])
+    for k in np.flatnonzero(~nonempty).tolist():
+        exp = omap.source_span(int(starts[k]), int(ends[k]))
+        bad[k] = exp != (int(src_s[k]), int(src_e[k]))
+    return np.flatnonzero(bad)
+
+
+def _check_blocks(
+    s: Session,
+    v: _Verifier,
+    where: str,
+    t: SectionTextRow,
+    sec: SectionRow,
+    omap: OffsetMap | None,
+) -> None:
+    rows = s.execute(
+        select(
+            BlockRow.index, BlockRow.start, BlockRow.end, BlockRow.source_start, BlockRow.source_end
+        )
+        .where(BlockRow.section_text_id == t.id)
+        .order_by(BlockRow.index)
+    ).all()
+    v.blocks += len(rows)
+    if len(rows) != t.block_count:
+        v.problem(f"{where}: {len(rows)} blocks stored, the row says {t.block_count}")
+    if not rows:
+        return
+    arr = np.asarray([r[:5] for r in rows], dtype=np.int64)
+    if not np.array_equal(arr[:, 0], np.arange(len(arr))):
+        v.problem(f"{where}: block indices are not 0..{len(arr) - 1}")
+    n = len(t.normalized_text)
+    outside = np.flatnonzero((arr[:, 1] < 0) | (arr[:, 1] > arr[:, 2]) | (arr[:, 2] > n))
+    if len(outside):
+        v.problem(f"{where}: block {int(arr[outside[0], 0])} lies outside the normalized text")
+        return
+    if np.any(arr[1:, 1] < arr[:-1, 2]):
+        v.problem(f"{where}: blocks overlap or are out of order")
+    if omap is None:
+        return
+    shift = sec.source_start
+    bad = _span_problems(omap, arr[:, 1], arr[:, 2], arr[:, 3] - shift, arr[:, 4] - shift)
+    if len(bad):
+        k = int(bad[0])
+        v.problem(
+            f"{where}: block {int(arr[k, 0])} source span [{int(arr[k, 3])}, {int(arr[k, 4])}) "
+            f"is not the map's ({len(bad)} block(s) differ)"
+        )
+
+
+def _check_derivation(
+    s: Session,
+    v: _Verifier,
+    name: str,
+    book: BookRow,
+    d: DerivationRow,
+    norm: NormalizationRow,
+    by_id: Mapping[int, SectionRow],
+    texts: Sequence[SectionTextRow],
+    maps: Mapping[int, tuple[str, OffsetMap | None]],
+    data: bytes | None,
+) -> None:
+    where_d = f"{name} [{d.fingerprint}]"
+    try:
+        settings = Settings.from_dict(d.settings)
+    except (TypeError, ValueError) as exc:
+        v.problem(f"{where_d}: unreadable settings: {exc}")
+        return
+    if settings.fingerprint != d.fingerprint:
+        v.problem(f"{where_d}: the stored settings fingerprint to {settings.fingerprint}")
+    if profile_fingerprint(settings.profile) != norm.profile_fingerprint:
+        v.problem(f"{where_d}: settings profile differs from its normalization's")
+    text_of = {t.section_id: t for t in texts}
+    rows = s.execute(
+        select(
+            ChunkRow.section_id,
+            ChunkRow.index,
+            ChunkRow.start,
+            ChunkRow.end,
+            ChunkRow.source_start,
+            ChunkRow.source_end,
+            ChunkRow.utf16_start,
+            ChunkRow.utf16_end,
+            ChunkRow.chunk_id,
+            ChunkRow.text,
+            ChunkRow.byte_start,
+            ChunkRow.byte_end,
+            ChunkRow.context_start,
+            ChunkRow.context_end,
+        )
+        .where(ChunkRow.derivation_id == d.id)
+        .order_by(ChunkRow.section_id, ChunkRow.index)
+    ).all()
+    v.chunks += len(rows)
+    if len(rows) != d.chunk_count:
+        v.problem(f"{where_d}: {len(rows)} chunks stored, the derivation says {d.chunk_count}")
+    codec: str | None = None
+    if book.format == "txt" and data is not None and not book.lossy and book.encoding:
+        try:
+            codec = codecs.lookup(book.encoding).name
+        except LookupError:
+            codec = None
+        if codec and codec.startswith(_STATEFUL_CODECS):
+            codec = None
+    by_section: dict[int, list[Any]] = {}
+    for r in rows:
+        by_section.setdefault(r[0], []).append(r)
+    for section_id, chunks in by_section.items():
+        sec = by_id.get(section_id)
+        t = text_of.get(section_id)
+        if sec is None or t is None:
+            v.problem(f"{where_d}: chunks of section id {section_id}, not in this book/profile")
+            continue
+        where = f"{where_d} §{sec.ordinal}"
+        normalized, omap = maps.get(t.id, (t.normalized_text, None))
+        arr = np.asarray([c[1:8] for c in chunks], dtype=np.int64)
+        if not np.array_equal(arr[:, 0], np.arange(len(arr))):
+            v.problem(f"{where}: chunk indices are not 0..{len(arr) - 1}")
+        starts, ends = arr[:, 1], arr[:, 2]
+        bad_range = np.flatnonzero((starts < 0) | (starts >= ends) | (ends > len(normalized)))
+        if len(bad_range):
+            v.problem(f"{where}: chunk {int(arr[bad_range[0], 0])} has an empty or outside span")
+            continue
+        for c in chunks:
+            idx, st, en = c[1], c[2], c[3]
+            if c[9] != normalized[st:en]:
+                v.problem(f"{where}: chunk {idx} text is not normalized[{st}:{en}]")
+            cs, ce = c[12], c[13]
+            if (cs is None) != (ce is None) or (
+                cs is not None and ce is not None and not 0 <= cs <= ce <= len(normalized)
+            ):
+                v.problem(f"{where}: chunk {idx} context [{cs}, {ce}) is not a span of the text")
+            expected_id = chunk_id(book.sha256, sec.ordinal, d.fingerprint, st, en)
+            if c[8] != expected_id:
+                v.problem(f"{where}: chunk {idx} id {c[8]} is not {expected_id}")
+        shift = sec.source_start
+        local_s, local_e = arr[:, 3] - shift, arr[:, 4] - shift
+        if omap is not None:
+            bad = _span_problems(omap, starts, ends, local_s, local_e)
+            if len(bad):
+                k = int(bad[0])
+                v.problem(
+                    f"{where}: chunk {int(arr[k, 0])} source span [{int(arr[k, 3])}, "
+                    f"{int(arr[k, 4])}) is not the map's ({len(bad)} chunk(s) differ)"
+                )
+        src_len = len(sec.source_text)
+        if np.any((local_s < 0) | (local_e > src_len) | (local_s > local_e)):
+            v.problem(f"{where}: a chunk's source span lies outside the section")
+            continue
+        u16 = Utf16Index(sec.source_text)
+        exp_us = u16.to_utf16_array(local_s) + sec.utf16_start
+        exp_ue = u16.to_utf16_array(local_e) + sec.utf16_start
+        bad_u = np.flatnonzero((exp_us != arr[:, 5]) | (exp_ue != arr[:, 6]))
+        if len(bad_u):
+            k = int(bad_u[0])
+            v.problem(
+                f"{where}: chunk {int(arr[k, 0])} UTF-16 span [{int(arr[k, 5])}, {int(arr[k, 6])}) "
+                f"should be [{int(exp_us[k])}, {int(exp_ue[k])})"
+            )
+        if codec is not None and data is not None:
+            for c in chunks:
+                bs, be = c[10], c[11]
+                if bs is None or be is None:
+                    v.problem(f"{where}: chunk {c[1]} of a plain-text book has no byte span")
+                    break
+                try:
+                    decoded = data[bs:be].decode(codec)
+                except UnicodeDecodeError:
+                    decoded = None
+                if decoded != sec.source_text[c[4] - shift : c[5] - shift]:
+                    v.problem(
+                        f"{where}: chunk {c[1]} bytes [{bs}, {be}) do not decode to its source"
+                    )
+                    break
