@@ -30,9 +30,12 @@ test: lint typecheck
 golden: $(STAMP)
 	MINDORY_UPDATE_GOLDEN=1 $(VENV)/bin/pytest -q tests/test_golden.py
 
+# Benchmarks live here, not in the test suite; figures go to docs/benchmarks.md.
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) bench/bench_chunk.py
+	$(PY) bench/bench_epub.py
+	$(PY) bench/bench_import.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
