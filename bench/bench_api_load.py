@@ -1,0 +1,288 @@
+"""Load test of the HTTP API on 127.0.0.1 (a benchmark, not a test).
+
+Starts ``python -m mindory.serve`` (one uvicorn process) on a fresh library holding the
+three sample books, then runs CLIENTS concurrent clients (httpx, async, one connection
+each) for SECONDS seconds, each looping over a random mix of block pages, chunk pages
+and whole sections (source + normalized text + offset map) of those books. Meanwhile
+one import runs at all times: the corpus files (``../shared/corpus``, else the samples
+under new names) are uploaded one after another through ``POST /books`` and followed
+until each job has finished. Phase 2 adds search and locate to the mix.
+
+Reports throughput and latency percentiles (overall and per kind), the imports done and
+the errors (any non-2xx answer or transport failure). Exits 1 if there was an error.
+Every request goes to 127.0.0.1; loops are bounded by time and count.
+
+    .venv/bin/python bench/bench_api_load.py [--clients 50] [--seconds 30] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mindory.library import Library, book_files_in
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus"
+SAMPLES = ROOT / "samples"
+MAX_REQUESTS = 2_000_000  # a bound on the loop, far above what 30 s can reach
+
+
+@dataclass
+class Stats:
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    count: int = 0
+
+    def add(self, kind: str, seconds: float) -> None:
+        self.latencies.setdefault(kind, []).append(seconds)
+        self.count += 1
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def _wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    async with httpx.AsyncClient(base_url=base) as client:
+        while True:
+            try:
+                r = await client.get("/health", timeout=2)
+                if r.status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the server did not start")
+            await asyncio.sleep(0.1)
+
+
+async def _targets(base: str) -> list[dict[str, Any]]:
+    """Per book: id and, per section, its block page count."""
+    out = []
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        for book in (await client.get("/books")).json():
+            sections = (await client.get(f"/books/{book['id']}/sections")).json()
+            out.append(
+                {
+                    "id": book["id"],
+                    "title": book["title"],
+                    "sections": [
+                        (s["ordinal"], max(1, -(-s["block_count"] // 20))) for s in sections
+                    ],
+                    "chunks": book["chunk_count"],
+                }
+            )
+    return out
+
+
+async def _client(
+    base: str, books: list[dict[str, Any]], until: float, stats: Stats, seed: int
+) -> None:
+    rng = random.Random(seed)
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        for _ in range(MAX_REQUESTS):
+            if time.monotonic() >= until:
+                return
+            book = rng.choice(books)
+            ordinal, pages = rng.choice(book["sections"])
+            roll = rng.random()
+            if roll < 0.45:
+                kind = "blocks"
+                url = f"/books/{book['id']}/sections/{ordinal}/blocks"
+                params: dict[str, Any] = {"page": rng.randint(1, pages), "page_size": 20}
+            elif roll < 0.8:
+                kind = "chunks"
+                url = f"/books/{book['id']}/chunks"
+                params = {"section": ordinal, "limit": 20}
+            else:
+                kind = "section"
+                url = f"/books/{book['id']}/sections/{ordinal}"
+                params = {}
+            t = time.perf_counter()
+            try:
+                r = await client.get(url, params=params)
+                r.read()
+            except httpx.HTTPError as exc:
+                stats.errors.append(f"{kind} {url}: {type(exc).__name__}: {exc}")
+                continue
+            stats.add(kind, time.perf_counter() - t)
+            if r.status_code != 200:
+                stats.errors.append(f"{kind} {url}: HTTP {r.status_code} {r.text[:200]}")
+
+
+async def _importer(
+    base: str, files: list[Path], until: float, done: list[dict[str, Any]], errors: list[str]
+) -> None:
+    """One import at a time, back to back, until time is up or the files run out."""
+    async with httpx.AsyncClient(base_url=base, timeout=120) as client:
+        for path in files:
+            if time.monotonic() >= until:
+                return
+            t = time.perf_counter()
+            r = await client.post("/books", files={"file": (path.name, path.read_bytes())})
+            if r.status_code != 202:
+                errors.append(f"import {path.name}: HTTP {r.status_code} {r.text[:200]}")
+                return
+            job = r.json()
+            while job["state"] not in ("succeeded", "failed"):
+                await asyncio.sleep(0.1)
+                job = (await client.get(f"/jobs/{job['id']}")).json()
+            seconds = time.perf_counter() - t
+            if job["state"] != "succeeded":
+                errors.append(f"import {path.name}: {job['error']}")
+            done.append(
+                {
+                    "file": path.name,
+                    "bytes": path.stat().st_size,
+                    "state": job["state"],
+                    "seconds": round(seconds, 2),
+                    "finished_in_window": time.monotonic() <= until,
+                }
+            )
+
+
+def _import_files(tmp: Path) -> list[Path]:
+    if CORPUS.is_dir():
+        files = book_files_in([CORPUS])
+        return sorted(files, key=lambda p: -p.stat().st_size)  # the biggest first
+    # No corpus: the samples again, with a byte appended so they are new books.
+    out = []
+    for f in book_files_in([SAMPLES]):
+        if f.suffix == ".txt":
+            copy = tmp / f"again-{f.name}"
+            copy.write_bytes(f.read_bytes() + b"\n")
+            out.append(copy)
+    return out
+
+
+async def _run(args: argparse.Namespace, base: str, tmp: Path) -> dict[str, Any]:
+    books = await _targets(base)
+    stats = Stats()
+    imports: list[dict[str, Any]] = []
+    import_errors: list[str] = []
+    start = time.monotonic()
+    until = start + args.seconds
+    tasks = [
+        asyncio.create_task(_client(base, books, until, stats, seed=k)) for k in range(args.clients)
+    ]
+    files = [] if args.no_import else _import_files(tmp)
+    importer = asyncio.create_task(_importer(base, files, until, imports, import_errors))
+    await asyncio.gather(*tasks)
+    elapsed = time.monotonic() - start
+    await importer  # let the running import finish (it is reported, not timed)
+    all_latencies = [x for v in stats.latencies.values() for x in v]
+    ms = 1000.0
+
+    def summary(values: list[float]) -> dict[str, Any]:
+        return {
+            "requests": len(values),
+            "p50_ms": round(_pct(values, 0.5) * ms, 1),
+            "p90_ms": round(_pct(values, 0.9) * ms, 1),
+            "p99_ms": round(_pct(values, 0.99) * ms, 1),
+            "max_ms": round(max(values) * ms, 1) if values else None,
+            "mean_ms": round(statistics.fmean(values) * ms, 1) if values else None,
+        }
+
+    return {
+        "clients": args.clients,
+        "import_isolation": None if args.no_import else args.import_isolation,
+        "seconds": round(elapsed, 1),
+        "requests": stats.count,
+        "throughput_rps": round(stats.count / elapsed, 1),
+        "overall": summary(all_latencies),
+        "by_kind": {k: summary(v) for k, v in sorted(stats.latencies.items())},
+        "errors": len(stats.errors) + len(import_errors),
+        "error_samples": (stats.errors + import_errors)[:10],
+        "imports": imports,
+        "books_read": [b["title"] for b in books],
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--json", type=Path, help="Also write the result here.")
+    parser.add_argument("--no-import", action="store_true", help="Reads only (a baseline).")
+    parser.add_argument(
+        "--import-isolation", choices=["process", "thread"], default="process",
+        help="Where the server runs imports (mindory serve --import-isolation).",
+    )  # fmt: skip
+    args = parser.parse_args()
+    if not 1 <= args.clients <= 500 or not 1 <= args.seconds <= 600:
+        parser.error("--clients 1..500, --seconds 1..600")
+    tmp = Path(tempfile.mkdtemp(prefix="mindory-load-"))
+    db = tmp / "library.sqlite"
+    with Library.open(db) as lib:
+        for name in ("wasteland.epub", "qiaoshi-yanyi.txt", "news-from-nowhere.txt"):
+            lib.import_book(SAMPLES / name)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mindory.serve", "--db", str(db), "--port", str(port),
+         "--log-level", "warning", "--import-isolation", args.import_isolation],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "MINDORY_TOKEN"},
+    )  # fmt: skip
+    try:
+        asyncio.run(_wait_ready(base, proc))
+        result = asyncio.run(_run(args, base, tmp))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(
+        f"{result['clients']} clients, {result['seconds']} s: {result['requests']} requests, "
+        f"{result['throughput_rps']} req/s, p50 {result['overall']['p50_ms']} ms, "
+        f"p99 {result['overall']['p99_ms']} ms, errors {result['errors']}"
+    )
+    for kind, s in result["by_kind"].items():
+        print(
+            f"  {kind:8} {s['requests']:6} requests  p50 {s['p50_ms']:7.1f} ms  "
+            f"p90 {s['p90_ms']:7.1f}  p99 {s['p99_ms']:7.1f}  max {s['max_ms']:7.1f}"
+        )
+    for imp in result["imports"]:
+        print(
+            f"  import {imp['file']} ({imp['bytes'] / 1e6:.2f} MB): {imp['state']} in {imp['seconds']} s"
+        )
+    for line in result["error_samples"]:
+        print(f"  error: {line}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    return 1 if result["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,751 @@
+// mindory reader page: plain ES module, no build step.
+//
+// Coordinates (docs/coordinates.md): a chunk's `utf16_start`/`utf16_end` are the
+// places JavaScript counts — UTF-16 code units — in the book's source coordinates:
+// file-global for plain text (a section starts at `utf16_start` of its section),
+// section-local for EPUB (the section's source text is the text of every text node
+// under <body> of its content document, in document order). So a span becomes a DOM
+// Range by walking the section's text nodes and counting `node.data.length`.
+//
+// Rendering: an EPUB section is its XHTML resource in a sandboxed, same-origin
+// iframe (served by GET /books/{id}/resources/{href}); a plain-text section is its
+// source text in one <pre> text node (textContent keeps every character, CR included),
+// so DOM offsets are source offsets. Highlights use the CSS Custom Highlight API,
+// which paints ranges without touching the DOM, so offsets stay valid.
+//
+// Everything a test needs is on `window.mindoryReader` (see the end of this file).
+
+const HIT = 'mindory-hit'
+const SAVED = 'mindory-saved'
+const QUOTE_CHARS = 32 // prefix / suffix of a saved highlight, in code points (as the server)
+const SEARCH_LIMIT = 200
+const CHUNK_PAGE = 5000
+
+const $ = sel => document.querySelector(sel)
+
+const state = {
+    token: sessionStorage.getItem('mindory_token') || null,
+    books: [],
+    book: null, // GET /books/{id}
+    section: null, // GET /books/{id}/sections/{n}
+    view: null, // {kind: 'epub'|'text', doc, win, root}
+    chunks: new Map(), // book id -> chunk list (all of the current derivation)
+    hits: [],
+    highlight: null, // {hit, range}
+    saved: [], // highlights made in this page (phase 2 stores them on the server)
+    busy: 0,
+}
+
+// ------------------------------------------------------------------ HTTP
+
+class ApiError extends Error {
+    constructor(status, message, detail) {
+        super(message)
+        this.status = status
+        this.detail = detail
+    }
+}
+
+async function request(path, options = {}) {
+    const headers = new Headers(options.headers || {})
+    if (state.token) headers.set('Authorization', 'Bearer ' + state.token)
+    const res = await fetch(path, { ...options, headers })
+    if (res.status === 401) {
+        $('#token-form').hidden = false
+        throw new ApiError(401, 'this server needs a token: enter MINDORY_TOKEN above')
+    }
+    if (!res.ok) {
+        let body = null
+        try { body = await res.json() } catch { /* not JSON */ }
+        throw new ApiError(res.status, (body && body.error) || `${res.status} ${res.statusText}`,
+            body && body.detail)
+    }
+    return res
+}
+
+const getJSON = async path => (await request(path)).json()
+
+const bookPath = id => `/books/${encodeURIComponent(id)}`
+const resourceURL = (id, href) =>
+    `${bookPath(id)}/resources/${href.split('/').map(encodeURIComponent).join('/')}`
+
+function setStatus(text, isError = false) {
+    const el = $('#status')
+    el.textContent = text
+    el.classList.toggle('error', isError)
+}
+
+async function busy(fn) {
+    state.busy++
+    document.body.dataset.status = 'loading'
+    try {
+        return await fn()
+    } catch (e) {
+        setStatus(e.message || String(e), true)
+        throw e
+    } finally {
+        if (--state.busy === 0) document.body.dataset.status = 'ready'
+    }
+}
+
+// ------------------------------------------------------------------ text positions
+
+/** Code points in `s` (a JS string of UTF-16 units). */
+function codePoints(s) {
+    let n = 0
+    for (let i = 0; i < s.length; i++) {
+        const c = s.charCodeAt(i)
+        if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+            const d = s.charCodeAt(i + 1)
+            if (d >= 0xdc00 && d <= 0xdfff) i++
+        }
+        n++
+    }
+    return n
+}
+
+/** UTF-16 offset of code point `cp` in `s`. */
+function cpToUtf16(s, cp) {
+    let i = 0
+    for (let k = 0; k < cp && i < s.length; k++) {
+        const c = s.charCodeAt(i)
+        i += (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length &&
+            (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) ? 2 : 1
+    }
+    return i
+}
+
+const isHigh = c => c >= 0xd800 && c <= 0xdbff
+const isLow = c => c >= 0xdc00 && c <= 0xdfff
+
+/** Text nodes (and CDATA sections) under `root`, in document order. */
+function textNodes(doc, root) {
+    const walker = doc.createTreeWalker(root, NodeFilter.SHOW_TEXT | NodeFilter.SHOW_CDATA_SECTION)
+    const out = []
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) out.push(n)
+    return out
+}
+
+/** The text a view's DOM holds: must equal the section's source text. */
+function viewText(view = state.view) {
+    if (!view) return null
+    return textNodes(view.doc, view.root).map(n => n.data).join('')
+}
+
+/** A DOM Range over [start, end) UTF-16 units of the text under `root`. */
+function rangeFromUtf16(doc, root, start, end) {
+    if (!(Number.isInteger(start) && Number.isInteger(end)) || start < 0 || end < start)
+        throw new RangeError(`bad UTF-16 span [${start}, ${end})`)
+    const nodes = textNodes(doc, root)
+    const range = doc.createRange()
+    let pos = 0
+    let startSet = false
+    let endSet = false
+    for (const node of nodes) {
+        const len = node.data.length
+        if (!startSet && start < pos + len) {
+            range.setStart(node, start - pos)
+            startSet = true
+        }
+        if (startSet && !endSet && end <= pos + len) {
+            range.setEnd(node, end - pos)
+            endSet = true
+            break
+        }
+        pos += len
+    }
+    if (!startSet || !endSet) {
+        if (start === end && start === pos && nodes.length) { // the very end of the text
+            const last = nodes[nodes.length - 1]
+            range.setStart(last, last.data.length)
+            range.setEnd(last, last.data.length)
+            return range
+        }
+        throw new RangeError(`UTF-16 span [${start}, ${end}) is outside the text (${pos} units)`)
+    }
+    return range
+}
+
+/** UTF-16 offset of a DOM boundary point, counted over the text under `root`. */
+function utf16Offset(doc, root, node, offset) {
+    const r = doc.createRange()
+    r.setStart(root, 0)
+    r.setEnd(node, offset)
+    return r.toString().length
+}
+
+// ------------------------------------------------------------------ painting
+
+function registry(view) {
+    const win = view.win
+    return win.CSS && win.CSS.highlights ? win.CSS.highlights : null
+}
+
+function makeHighlight(view, ranges) {
+    const Ctor = view.win.Highlight || window.Highlight
+    return new Ctor(...ranges)
+}
+
+function paint(name, ranges, view = state.view) {
+    if (!view) return
+    const reg = registry(view)
+    if (!reg) {
+        // No Highlight API: fall back to the selection (still no DOM change).
+        if (name === HIT && ranges.length) {
+            const sel = view.doc.getSelection()
+            sel.removeAllRanges()
+            sel.addRange(ranges[0])
+        }
+        return
+    }
+    if (!ranges.length) reg.delete(name)
+    else reg.set(name, makeHighlight(view, ranges))
+}
+
+function injectHighlightStyle(doc) {
+    const style = doc.createElementNS('http://www.w3.org/1999/xhtml', 'style')
+    style.textContent =
+        `::highlight(${HIT}){background-color:#ffd54f;color:inherit}` +
+        `::highlight(${SAVED}){background-color:#a5e3b0;color:inherit}`
+    ;(doc.head || doc.documentElement).appendChild(style)
+}
+
+function scrollToRange(range, view = state.view) {
+    const rect = range.getBoundingClientRect()
+    if (view.kind === 'epub') {
+        view.win.scrollBy({ top: rect.top - view.win.innerHeight * 0.3, left: 0, behavior: 'instant' })
+    } else {
+        const pane = $('#pane')
+        const top = pane.getBoundingClientRect().top
+        pane.scrollBy({ top: rect.top - top - pane.clientHeight * 0.3, left: 0, behavior: 'instant' })
+    }
+}
+
+/** Whether (part of) the range is inside the visible area of its scroller. */
+function isRangeVisible(range, view = state.view) {
+    const rect = range.getBoundingClientRect()
+    if (view.kind === 'epub') return rect.bottom > 0 && rect.top < view.win.innerHeight
+    const pane = $('#pane').getBoundingClientRect()
+    return rect.bottom > pane.top && rect.top < pane.bottom
+}
+
+// ------------------------------------------------------------------ books and sections
+
+async function loadBooks() {
+    state.books = await getJSON('/books')
+    const ul = $('#books')
+    ul.replaceChildren()
+    for (const b of state.books) {
+        const li = document.createElement('li')
+        const btn = document.createElement('button')
+        btn.type = 'button'
+        btn.dataset.book = b.id
+        btn.textContent = b.title
+        const small = document.createElement('small')
+        small.textContent = `${b.format} · ${b.section_count} sections · ${b.chunk_count} chunks`
+        btn.append(small)
+        btn.addEventListener('click', () => openBook(b.id).catch(() => {}))
+        if (state.book && state.book.id === b.id) btn.classList.add('active')
+        li.append(btn)
+        ul.append(li)
+    }
+    if (!state.books.length) $('#empty').textContent = 'No books yet: import one above.'
+}
+
+async function openBook(id, { section = null } = {}) {
+    return busy(async () => {
+        const book = await getJSON(bookPath(id))
+        state.book = book
+        state.section = null
+        for (const btn of document.querySelectorAll('#books button'))
+            btn.classList.toggle('active', btn.dataset.book === book.id)
+        renderToc(book)
+        $('#search').value = ''
+        await openSection(section ?? firstSection(book))
+        return book
+    })
+}
+
+function firstSection(book) {
+    const linear = book.sections.find(s => s.linear && s.source_end > s.source_start)
+    return (linear || book.sections[0] || { ordinal: 0 }).ordinal
+}
+
+function renderToc(book) {
+    const build = nodes => {
+        const ul = document.createElement('ul')
+        ul.className = 'tree'
+        for (const node of nodes) {
+            const li = document.createElement('li')
+            const btn = document.createElement('button')
+            btn.type = 'button'
+            btn.textContent = node.title || '(untitled)'
+            if (node.section !== null && node.section !== undefined) {
+                btn.dataset.section = node.section
+                btn.addEventListener('click', () => jumpTo(node.section, node.source_offset).catch(() => {}))
+            } else {
+                btn.disabled = true
+            }
+            li.append(btn)
+            if (node.children && node.children.length) li.append(build(node.children))
+            ul.append(li)
+        }
+        return ul
+    }
+    const nodes = book.toc.length ? book.toc : book.sections.map(s => ({
+        title: s.title || `Section ${s.ordinal}`, section: s.ordinal, source_offset: s.source_start, children: [],
+    }))
+    $('#toc').replaceChildren(...build(nodes).children)
+}
+
+async function openSection(n) {
+    if (!state.book) throw new Error('no book open')
+    if (state.section && state.section.ordinal === n && state.view) return state.section
+    return busy(async () => {
+        const book = state.book
+        const section = await getJSON(`${bookPath(book.id)}/sections/${n}`)
+        if (state.book !== book) return section // another book was opened meanwhile
+        state.section = section
+        state.highlight = null
+        await render(book, section)
+        const count = book.sections.length
+        $('#where').textContent = `${book.title} — ${section.title || 'section ' + n} (${n + 1}/${count})`
+        $('#prev').disabled = n <= 0
+        $('#next').disabled = n >= count - 1
+        paintSaved()
+        if (!$('#search').value.trim()) await showSectionChunks()
+        return section
+    })
+}
+
+async function render(book, section) {
+    $('#empty').hidden = true
+    const pre = $('#text-view')
+    const frame = $('#epub-view')
+    if (book.format === 'epub' && section.href && section.parser !== 'none') {
+        pre.hidden = true
+        pre.textContent = ''
+        frame.hidden = false
+        const loaded = new Promise((resolve, reject) => {
+            frame.onload = () => resolve()
+            frame.onerror = () => reject(new Error(`cannot load ${section.href}`))
+        })
+        frame.src = resourceURL(book.id, section.href)
+        await loaded
+        const doc = frame.contentDocument
+        if (!doc || !doc.body) throw new Error(`${section.href} has no body to show`)
+        injectHighlightStyle(doc)
+        state.view = { kind: 'epub', doc, win: frame.contentWindow, root: doc.body }
+    } else {
+        frame.hidden = true
+        frame.removeAttribute('src')
+        pre.hidden = false
+        pre.textContent = section.source_text // one text node: DOM offsets = source offsets
+        $('#pane').scrollTop = 0
+        state.view = { kind: 'text', doc: document, win: window, root: pre }
+    }
+    const text = viewText()
+    state.view.matchesSource = text === section.source_text
+    if (!state.view.matchesSource)
+        setStatus(`warning: the page's text differs from the stored source text of section ${section.ordinal}`, true)
+    else setStatus(`${book.title}: section ${section.ordinal} (${text.length} UTF-16 units)`)
+}
+
+async function jumpTo(sectionNo, sourceOffset) {
+    const section = await openSection(sectionNo)
+    if (sourceOffset === null || sourceOffset === undefined) return
+    const local = Math.max(0, sourceOffset - section.source_start)
+    const u16 = cpToUtf16(section.source_text, local)
+    const range = rangeFromUtf16(state.view.doc, state.view.root, u16, u16)
+    scrollToRange(range)
+}
+
+// ------------------------------------------------------------------ chunks, search, hits
+
+async function bookChunks(bookId) {
+    if (state.chunks.has(bookId)) return state.chunks.get(bookId)
+    const all = []
+    for (let offset = 0; ; offset += CHUNK_PAGE) {
+        const page = await getJSON(`${bookPath(bookId)}/chunks?offset=${offset}&limit=${CHUNK_PAGE}`)
+        all.push(...page.chunks)
+        if (page.chunks.length < CHUNK_PAGE) break
+    }
+    state.chunks.set(bookId, all)
+    return all
+}
+
+/** A chunk as a hit: what openHit needs (phase 2's search hits carry the same). */
+function chunkHit(bookId, c) {
+    return {
+        book: bookId,
+        section: c.section,
+        chunkId: c.id,
+        index: c.index,
+        utf16Start: c.utf16_start, // book source coordinates, UTF-16 units
+        utf16End: c.utf16_end,
+        sourceStart: c.source_start,
+        sourceEnd: c.source_end,
+        cfi: c.cfi || null,
+        text: c.text,
+    }
+}
+
+async function showSectionChunks() {
+    const book = state.book
+    const section = state.section
+    const page = await getJSON(`${bookPath(book.id)}/chunks?section=${section.ordinal}&limit=${CHUNK_PAGE}`)
+    $('#hits-title').textContent = `Chunks in this section (${page.chunks.length})`
+    showHits(page.chunks.map(c => chunkHit(book.id, c)), '')
+}
+
+async function search(query) {
+    const q = query.trim()
+    if (!state.book) return []
+    if (!q) {
+        await showSectionChunks()
+        return state.hits
+    }
+    const book = state.book
+    const chunks = await bookChunks(book.id)
+    const needle = q.toLocaleLowerCase()
+    const found = []
+    for (const c of chunks) {
+        if (c.text.toLocaleLowerCase().includes(needle)) found.push(chunkHit(book.id, c))
+        if (found.length >= SEARCH_LIMIT) break
+    }
+    $('#hits-title').textContent = `Chunks containing “${q}” (${found.length}${found.length >= SEARCH_LIMIT ? '+' : ''})`
+    showHits(found, q)
+    return found
+}
+
+function snippet(text, query) {
+    const span = document.createElement('span')
+    const flat = text.replace(/\s+/g, ' ')
+    if (!query) {
+        span.textContent = flat.slice(0, 120) + (flat.length > 120 ? '…' : '')
+        return span
+    }
+    const at = flat.toLocaleLowerCase().indexOf(query.toLocaleLowerCase())
+    if (at < 0) return snippet(text, '')
+    const from = Math.max(0, at - 40)
+    const mark = document.createElement('mark')
+    mark.textContent = flat.slice(at, at + query.length)
+    span.append((from > 0 ? '…' : '') + flat.slice(from, at), mark,
+        flat.slice(at + query.length, at + query.length + 60) + '…')
+    return span
+}
+
+function showHits(hits, query) {
+    state.hits = hits
+    const ol = $('#hits')
+    ol.replaceChildren()
+    for (const hit of hits) {
+        const li = document.createElement('li')
+        const btn = document.createElement('button')
+        btn.type = 'button'
+        btn.className = 'hit'
+        btn.dataset.chunk = hit.chunkId
+        btn.dataset.section = hit.section
+        const where = document.createElement('span')
+        where.className = 'where'
+        where.textContent = `§${hit.section} · chunk ${hit.index} · UTF-16 ${hit.utf16Start}–${hit.utf16End}`
+        btn.append(where, snippet(hit.text, query))
+        btn.addEventListener('click', () => openHit(hit).catch(() => {}))
+        li.append(btn)
+        ol.append(li)
+    }
+}
+
+/** Open a hit's section, scroll to it and highlight exactly its span. */
+async function openHit(hit) {
+    return busy(async () => {
+        if (!state.book || state.book.id !== hit.book) await openBook(hit.book, { section: hit.section })
+        const section = await openSection(hit.section)
+        const base = section.utf16_start // plain text: file-global; EPUB: 0
+        const range = rangeFromUtf16(state.view.doc, state.view.root, hit.utf16Start - base, hit.utf16End - base)
+        state.highlight = { hit, range }
+        paint(HIT, [range])
+        scrollToRange(range)
+        for (const btn of document.querySelectorAll('#hits button'))
+            btn.classList.toggle('active', btn.dataset.chunk === hit.chunkId)
+        setStatus(`§${hit.section} UTF-16 [${hit.utf16Start}, ${hit.utf16End}) — code points [${hit.sourceStart}, ${hit.sourceEnd})`)
+        return highlightInfo()
+    })
+}
+
+async function openChunk(bookId, chunkId) {
+    const chunks = await bookChunks(bookId)
+    const c = chunks.find(x => x.id === chunkId)
+    if (!c) throw new Error(`no chunk ${chunkId} in book ${bookId}`)
+    return openHit(chunkHit(bookId, c))
+}
+
+/** What is highlighted now: the painted text, read back from the highlight registry. */
+function highlightedText() {
+    const view = state.view
+    if (!view || !state.highlight) return null
+    const reg = registry(view)
+    if (!reg) return state.highlight.range.toString()
+    const h = reg.get(HIT)
+    return h ? [...h].map(r => r.toString()).join('') : null
+}
+
+function highlightInfo() {
+    if (!state.highlight) return null
+    const { hit, range } = state.highlight
+    return {
+        book: hit.book,
+        section: hit.section,
+        chunkId: hit.chunkId,
+        utf16Start: hit.utf16Start,
+        utf16End: hit.utf16End,
+        text: highlightedText(),
+        visible: isRangeVisible(range),
+        view: state.view.kind,
+        matchesSource: state.view.matchesSource,
+    }
+}
+
+// ------------------------------------------------------------------ selections → highlights
+
+/** Select [start, end) UTF-16 units of the current section's text (section-local). */
+function selectUtf16(start, end) {
+    const view = state.view
+    const range = rangeFromUtf16(view.doc, view.root, start, end)
+    const sel = view.doc.getSelection()
+    sel.removeAllRanges()
+    sel.addRange(range)
+    return range.toString()
+}
+
+/**
+ * The current selection as a highlight to store: section, UTF-16 and code-point spans in
+ * the book's source coordinates, and a W3C-style text quote (exact, prefix, suffix).
+ * The selection is clipped to the section's text; a boundary inside a surrogate pair is
+ * moved outwards. Returns null when nothing (or only outside the text) is selected.
+ */
+function selectionToHighlight() {
+    const view = state.view
+    const section = state.section
+    if (!view || !section) return null
+    const sel = view.doc.getSelection()
+    if (!sel || sel.rangeCount === 0 || sel.isCollapsed) return null
+    const range = sel.getRangeAt(0).cloneRange()
+    const whole = view.doc.createRange()
+    whole.selectNodeContents(view.root)
+    if (range.compareBoundaryPoints(Range.END_TO_START, whole) >= 0 ||
+        range.compareBoundaryPoints(Range.START_TO_END, whole) <= 0) return null
+    if (range.compareBoundaryPoints(Range.START_TO_START, whole) < 0)
+        range.setStart(whole.startContainer, whole.startOffset)
+    if (range.compareBoundaryPoints(Range.END_TO_END, whole) > 0)
+        range.setEnd(whole.endContainer, whole.endOffset)
+    const text = viewText(view)
+    let start = utf16Offset(view.doc, view.root, range.startContainer, range.startOffset)
+    let end = start + range.toString().length
+    if (start > 0 && isLow(text.charCodeAt(start)) && isHigh(text.charCodeAt(start - 1))) start--
+    if (end < text.length && isLow(text.charCodeAt(end)) && isHigh(text.charCodeAt(end - 1))) end++
+    if (end <= start) return null
+    const cpStart = codePoints(text.slice(0, start))
+    const exact = text.slice(start, end)
+    const cpEnd = cpStart + codePoints(exact)
+    const before = [...text.slice(0, start)]
+    const after = [...text.slice(end)]
+    return {
+        book: state.book.id,
+        section: section.ordinal,
+        href: section.href,
+        utf16Start: section.utf16_start + start,
+        utf16End: section.utf16_start + end,
+        start: section.source_start + cpStart, // code points, book source coordinates
+        end: section.source_start + cpEnd,
+        exact,
+        prefix: before.slice(Math.max(0, before.length - QUOTE_CHARS)).join(''),
+        suffix: after.slice(0, QUOTE_CHARS).join(''),
+    }
+}
+
+function paintSaved() {
+    const view = state.view
+    const section = state.section
+    if (!view || !section) return
+    const ranges = []
+    for (const h of state.saved) {
+        if (h.book !== state.book.id || h.section !== section.ordinal) continue
+        try {
+            ranges.push(rangeFromUtf16(view.doc, view.root,
+                h.utf16Start - section.utf16_start, h.utf16End - section.utf16_start))
+        } catch { /* a highlight of another text */ }
+    }
+    paint(SAVED, ranges)
+}
+
+function saveSelection() {
+    const h = selectionToHighlight()
+    if (!h) {
+        setStatus('select some text of the section first')
+        return null
+    }
+    state.saved.push(h)
+    paintSaved()
+    const li = document.createElement('li')
+    const btn = document.createElement('button')
+    btn.type = 'button'
+    btn.className = 'hit'
+    const where = document.createElement('span')
+    where.className = 'where'
+    where.textContent = `§${h.section} · code points ${h.start}–${h.end}`
+    const quote = document.createElement('span')
+    quote.textContent = h.exact.length > 100 ? h.exact.slice(0, 100) + '…' : h.exact
+    btn.append(where, quote)
+    btn.addEventListener('click', () => openHit({
+        book: h.book, section: h.section, chunkId: null, utf16Start: h.utf16Start,
+        utf16End: h.utf16End, sourceStart: h.start, sourceEnd: h.end, text: h.exact,
+    }).catch(() => {}))
+    li.append(btn)
+    $('#highlights').append(li)
+    state.view.doc.getSelection().removeAllRanges()
+    return h
+}
+
+// ------------------------------------------------------------------ import
+
+async function upload(file) {
+    const status = $('#upload-status')
+    const bar = $('#upload-progress')
+    status.classList.remove('error')
+    status.textContent = `uploading ${file.name}…`
+    bar.hidden = false
+    bar.value = 0
+    const form = new FormData()
+    form.append('file', file, file.name)
+    let job
+    try {
+        job = await (await request('/books', { method: 'POST', body: form })).json()
+    } catch (e) {
+        status.textContent = e.message
+        status.classList.add('error')
+        bar.hidden = true
+        throw e
+    }
+    const finished = await followJob(job, j => {
+        bar.value = j.progress
+        status.textContent = `${j.file_name}: ${j.state}${j.phase ? ' (' + j.phase + ')' : ''}`
+    })
+    bar.hidden = true
+    if (finished.state === 'failed') {
+        status.textContent = finished.error ? finished.error.error : `${finished.file_name}: failed`
+        status.classList.add('error')
+        return finished
+    }
+    const r = finished.result
+    status.textContent = `${r.title}: ${r.status}, ${r.sections} sections, ${r.chunks} chunks`
+    await loadBooks()
+    return finished
+}
+
+function followJob(job, onUpdate) {
+    return new Promise(resolve => {
+        const source = new EventSource(`/jobs/${encodeURIComponent(job.id)}/events`)
+        let last = job
+        const finish = j => {
+            source.close()
+            resolve(j)
+        }
+        const handle = e => {
+            last = JSON.parse(e.data)
+            onUpdate(last)
+            if (last.state === 'succeeded' || last.state === 'failed') finish(last)
+        }
+        source.addEventListener('progress', handle)
+        source.addEventListener('done', handle)
+        source.onerror = async () => {
+            // The stream ended or broke: ask once more how the job stands.
+            source.close()
+            try {
+                let j = await getJSON(`/jobs/${encodeURIComponent(job.id)}`)
+                while (j.state !== 'succeeded' && j.state !== 'failed') {
+                    onUpdate(j)
+                    await new Promise(r => setTimeout(r, 500))
+                    j = await getJSON(`/jobs/${encodeURIComponent(job.id)}`)
+                }
+                onUpdate(j)
+                resolve(j)
+            } catch (e) {
+                resolve({ ...last, state: 'failed', error: { error: e.message } })
+            }
+        }
+    })
+}
+
+// ------------------------------------------------------------------ wiring
+
+function useToken(token) {
+    state.token = token || null
+    if (token) {
+        sessionStorage.setItem('mindory_token', token)
+        // The iframe and its images cannot send a header: the server also reads this cookie.
+        document.cookie = `mindory_token=${encodeURIComponent(token)}; path=/; SameSite=Strict`
+    }
+}
+
+function wire() {
+    $('#upload').addEventListener('submit', e => {
+        e.preventDefault()
+        const file = $('#upload-file').files[0]
+        if (file) upload(file).catch(() => {})
+    })
+    $('#token-form').addEventListener('submit', e => {
+        e.preventDefault()
+        useToken($('#token').value.trim())
+        $('#token-form').hidden = true
+        start().catch(() => {})
+    })
+    let timer = null
+    $('#search').addEventListener('input', () => {
+        clearTimeout(timer)
+        timer = setTimeout(() => search($('#search').value).catch(() => {}), 150)
+    })
+    $('#search-form').addEventListener('submit', e => {
+        e.preventDefault()
+        clearTimeout(timer)
+        search($('#search').value).catch(() => {})
+    })
+    $('#prev').addEventListener('click', () => state.section && openSection(state.section.ordinal - 1).catch(() => {}))
+    $('#next').addEventListener('click', () => state.section && openSection(state.section.ordinal + 1).catch(() => {}))
+    $('#save-highlight').addEventListener('click', () => saveSelection())
+}
+
+async function start() {
+    if (state.token) useToken(state.token)
+    await busy(loadBooks)
+}
+
+let resolveReady
+const ready = new Promise(r => { resolveReady = r })
+
+wire()
+start().then(() => resolveReady(true), e => {
+    setStatus(e.message || String(e), true)
+    resolveReady(false)
+})
+
+window.mindoryReader = {
+    ready,
+    state,
+    openBook,
+    openSection,
+    openHit,
+    openChunk,
+    search,
+    jumpTo,
+    highlightedText,
+    highlightInfo,
+    selectUtf16,
+    selectionToHighlight,
+    saveSelection,
+    viewText,
+    rangeFromUtf16,
+    codePoints,
+    cpToUtf16,
+    upload,
+}
