@@ -219,12 +219,23 @@ def chunk_section(
     ``utf16`` indexes the book's source coordinates (the whole decoded file for
     plain text, the section's source text for EPUB); built here if omitted.
     """
-    if settings.strategy != "window":
-        raise ValueError(f"unknown chunking strategy {settings.strategy!r}")
     text = section.normalized_text
-    spans = window_spans(text, settings.size, settings.overlap, settings.min_size)
+    if settings.strategy == "window":
+        spans = window_spans(text, settings.size, settings.overlap, settings.min_size)
+        return make_chunks(
+            section, spans, book_sha256=book_sha256, fingerprint=fingerprint, utf16=utf16
+        )
+    # The other strategies (paragraph, structured, parent-child, dialogue).
+    from .strategies import plan_section
+
+    plan = plan_section(text, section.blocks, settings)
     return make_chunks(
-        section, spans, book_sha256=book_sha256, fingerprint=fingerprint, utf16=utf16
+        section,
+        plan.spans,
+        book_sha256=book_sha256,
+        fingerprint=fingerprint,
+        utf16=utf16,
+        contexts=plan.contexts,
     )
 
 
@@ -235,21 +246,33 @@ def make_chunks(
     book_sha256: str,
     fingerprint: str,
     utf16: Utf16Index | None = None,
+    contexts: Sequence[tuple[int, int] | None] | None = None,
 ) -> list[Chunk]:
-    """Turn normalized spans into Chunk records (vectorized span mapping)."""
+    """Turn normalized spans into Chunk records (vectorized span mapping).
+
+    ``contexts`` (parent-child) gives each chunk's ``context``: the normalized
+    span of the text it should be read in.
+    """
     if not spans:
         return []
+    if contexts is not None and len(contexts) != len(spans):
+        raise ValueError(f"{len(contexts)} contexts for {len(spans)} spans")
     text = section.normalized_text
     arr = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
     src_s, src_e = section.offset_map.source_spans(arr[:, 0], arr[:, 1])
     src_s = src_s + section.source_start
     src_e = src_e + section.source_start
     if utf16 is None:
-        # Section-local index; positions shift by the section's start.
+        # A section-local index is only right when the section starts the source
+        # (EPUB): astral characters before a plain-text section shift UTF-16.
+        if section.source_start:
+            raise ValueError(
+                "a section that does not start at source position 0 needs the book's "
+                "Utf16Index (utf16=...)"
+            )
         local = Utf16Index(section.source_text)
-        base_u16 = section.source_start
-        u_s = local.to_utf16_array(src_s - section.source_start) + base_u16
-        u_e = local.to_utf16_array(src_e - section.source_start) + base_u16
+        u_s = local.to_utf16_array(src_s)
+        u_e = local.to_utf16_array(src_e)
     else:
         u_s = utf16.to_utf16_array(src_s)
         u_e = utf16.to_utf16_array(src_e)
@@ -278,6 +301,7 @@ def make_chunks(
                 us,
                 ue,
                 text[s:e],
+                None if contexts is None else contexts[i],
             )
         )
     return out

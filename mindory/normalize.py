@@ -232,6 +232,11 @@ class BlockTable(Sequence[Block]):
     def ends(self) -> np.ndarray:
         return self._cols[3]
 
+    @property
+    def kinds(self) -> list[str]:
+        """Kinds of all blocks (the stored list itself: do not modify)."""
+        return self._cols[0]
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):
             return list(self) == list(other)

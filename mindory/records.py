@@ -54,24 +54,62 @@ class NormalizeProfile:
             raise ValueError(f"unwrap must be auto, always or never, not {self.unwrap!r}")
 
 
+# Chunking strategies (``ChunkSettings.strategy``); see docs/chunking.md.
+STRATEGIES = ("window", "paragraph", "structured", "parent-child", "dialogue")
+
+# The ChunkSettings fields each strategy reads. ``Settings.to_dict`` (and so the
+# fingerprint and every chunk id) keeps only these: settings that cannot change
+# a strategy's chunks do not change its fingerprint, and ``window`` fingerprints
+# are exactly what they were before the other strategies existed.
+STRATEGY_FIELDS: dict[str, tuple[str, ...]] = {
+    "window": ("strategy", "size", "overlap", "min_size"),
+    "paragraph": ("strategy", "size", "min_size"),
+    "structured": ("strategy", "size", "min_size"),
+    "parent-child": ("strategy", "size", "min_size", "parent_size"),
+    "dialogue": ("strategy", "size", "min_size", "max_turn"),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkSettings:
-    """Chunker settings, in code points of normalized text."""
+    """Chunker settings, in code points of normalized text.
+
+    ``overlap`` is read (and checked against half the size) by ``window``
+    only; ``parent_size`` (the parents of ``parent-child``, effectively
+    ``max(parent_size, size)``) and ``max_turn`` (the longest ``dialogue`` turn
+    kept whole, effectively ``max(max_turn, size)``) only by their strategies.
+    """
 
     strategy: str = "window"
     size: int = 800
     overlap: int = 100
     min_size: int = 50
+    parent_size: int = 1600
+    max_turn: int = 1600
 
     def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(
+                f"unknown chunking strategy {self.strategy!r} (one of {', '.join(STRATEGIES)})"
+            )
         if self.size < 20:
             raise ValueError(f"chunk size must be at least 20 characters, not {self.size}")
-        if not 0 <= self.overlap <= self.size // 2:
+        if not 0 <= self.overlap <= self.size // 2 and (
+            self.strategy == "window" or self.overlap < 0
+        ):
             raise ValueError(
                 f"overlap must be between 0 and half the size ({self.size // 2}), not {self.overlap}"
             )
         if not 0 <= self.min_size < self.size:
             raise ValueError(f"min size must be between 0 and the size, not {self.min_size}")
+        if self.parent_size < 20:
+            raise ValueError(f"parent size must be at least 20 characters, not {self.parent_size}")
+        if self.max_turn < 20:
+            raise ValueError(f"max turn must be at least 20 characters, not {self.max_turn}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields this strategy reads (what enters the fingerprint)."""
+        return {name: getattr(self, name) for name in STRATEGY_FIELDS[self.strategy]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +120,7 @@ class Settings:
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"chunking": asdict(self.chunking), "profile": asdict(self.profile)}
+        return {"chunking": self.chunking.to_dict(), "profile": asdict(self.profile)}
 
     def canonical_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
@@ -184,6 +222,9 @@ class Chunk:
     utf16_start: int
     utf16_end: int
     text: str
+    # parent-child: the parent's normalized span (the reading context); its
+    # source span comes from the offset map (``strategies.context_source_span``).
+    context: tuple[int, int] | None = None
 
 
 def chunk_id(book_sha256: str, section: int, fingerprint: str, start: int, end: int) -> str:
