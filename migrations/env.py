@@ -5,7 +5,9 @@ over an open connection in ``config.attributes["connection"]``. Run from the
 command line (``alembic -c alembic.ini ...`` at the top of the repository), the
 database is ``-x url=...``, else ``sqlalchemy.url`` of the ini file, else
 ``MINDORY_DATABASE_URL``. SQLite tables are altered in batch mode (copy and
-move), the only way SQLite can change most of a table.
+move), the only way SQLite can change most of a table. The FTS5 index (revision
+0002, SQLite only) is not a model: the comparison skips its tables
+(``include_name``), so autogenerate neither drops nor recreates it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 from sqlalchemy.engine import Connection
 
-from mindory.db import Base
+from mindory.db import Base, is_model_name
 
 config = context.config
 target_metadata = Base.metadata
@@ -38,10 +40,16 @@ def _url() -> str:
     return url
 
 
+def include_name(name: str | None, type_: str, _parent_names: object) -> bool:
+    """Leave the FTS5 virtual table and its shadow tables out of the comparison."""
+    return type_ != "table" or is_model_name(name)
+
+
 def _configure(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
+        include_name=include_name,
         render_as_batch=True,
         compare_type=True,
         compare_server_default=True,

@@ -20,6 +20,15 @@ derivations that differ only in chunk sizes share one normalization.
 
 Every ``source_*`` column is in book source coordinates (file-global code
 points for plain text, section-local for EPUB), as in :mod:`mindory.records`.
+
+Search (docs/search.md) adds **embeddings** (one row per embedding space:
+embedder id + context-header flag, with the spec that recreates the embedder)
+and **chunk_vectors** (one float32 little-endian vector per chunk and
+embedding). On SQLite, revision 0002 also creates the FTS5 index
+``chunks_fts`` (trigram tokenizer, contentless) and the triggers that keep it
+in step with ``chunks``; those are not models (SQLAlchemy cannot describe a
+virtual table), so the autogenerate comparison leaves them out
+(:data:`NOT_MODELS`).
 """
 
 from __future__ import annotations
@@ -45,17 +54,22 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
+    "FTS_TABLE",
     "NAMING_CONVENTION",
+    "NOT_MODELS",
     "Base",
     "BlockRow",
     "BookFileRow",
     "BookRow",
     "ChunkRow",
+    "ChunkVectorRow",
     "DerivationRow",
+    "EmbeddingRow",
     "NormalizationRow",
     "SectionRow",
     "SectionTextRow",
     "TocEntryRow",
+    "is_model_name",
 ]
 
 NAMING_CONVENTION: dict[str, str] = {
@@ -65,6 +79,19 @@ NAMING_CONVENTION: dict[str, str] = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+
+# The SQLite full-text index over chunk text (revision 0002; not a model).
+FTS_TABLE = "chunks_fts"
+# Tables that exist in the database but not as models: the FTS5 virtual table,
+# its shadow tables (chunks_fts_data, _idx, _docsize, _config) and its vocabulary
+# view. Alembic's autogenerate comparison skips names starting with these.
+NOT_MODELS: tuple[str, ...] = (FTS_TABLE,)
+
+
+def is_model_name(name: str | None) -> bool:
+    """False for the FTS tables (``include_name`` filter of the schema comparison)."""
+    return name is None or not name.startswith(NOT_MODELS)
+
 
 # A 64-bit integer key that is also SQLite's rowid (so it autoincrements there).
 RowId = BigInteger().with_variant(Integer(), "sqlite")
@@ -259,3 +286,36 @@ class ChunkRow(Base):
     context_start: Mapped[int | None]
     context_end: Mapped[int | None]
     text: Mapped[str]
+
+
+class EmbeddingRow(Base):
+    """An embedding space: one embedder (id = name + version + dimension) with or
+    without the context header. ``spec`` recreates the embedder (``hashed``,
+    ``model2vec:/path``); ``version`` grows with every change to its vectors, so a
+    search can tell cheaply whether its in-memory vector index is still current."""
+
+    __tablename__ = "embeddings"
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
+    embedder_id: Mapped[str]
+    spec: Mapped[str]
+    dim: Mapped[int] = mapped_column(Integer)
+    context_header: Mapped[bool] = mapped_column(default=False)
+    is_current: Mapped[bool] = mapped_column(default=False)
+    version: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[datetime]
+
+
+class ChunkVectorRow(Base):
+    """A chunk's vector in one embedding: ``dim`` float32, little-endian."""
+
+    __tablename__ = "chunk_vectors"
+
+    chunk_id: Mapped[int] = mapped_column(
+        RowId, ForeignKey("chunks.id", ondelete="CASCADE"), primary_key=True
+    )
+    embedding_id: Mapped[int] = mapped_column(
+        RowId, ForeignKey("embeddings.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    vector: Mapped[bytes] = mapped_column(LargeBinary)

@@ -1,4 +1,5 @@
-"""``make demo``: import the bundled samples into a fresh library and show the places found.
+"""``make demo``: import the bundled samples into a fresh library, embed them, search
+them in English and Chinese, and show where every hit is.
 
 The library lives in a temporary folder and is removed afterwards; nothing in
 the user's own library is touched.
@@ -7,12 +8,25 @@ the user's own library is touched.
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .library import ImportFailure, Library
+from .search import SearchResult
+
+# (query, mode, book filter): span-like and paraphrased, English and Chinese, and a
+# two-character name the trigram index cannot look up by itself.
+SEARCHES: tuple[tuple[str, str, str | None], ...] = (
+    ("what are the Houses of Parliament used for now", "hybrid", None),
+    ("April is the cruellest month", "hybrid", None),
+    ("魏忠賢請客氏到私宅吃酒", "hybrid", None),
+    ("客氏", "lexical", "qiaoshi"),
+    ("李自成夢見崇禎皇帝帶人來拿他", "vector", None),
+)
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
@@ -76,12 +90,48 @@ def main() -> None:
                         highlight=False,
                     )
 
+            t = time.perf_counter()
+            embedded = lib.embed()
+            console.rule("search")
+            console.print(
+                f"embedded {embedded.embedded} chunks with {embedded.embedding.embedder_id} in "
+                f"{time.perf_counter() - t:.2f} s; index: {embedded.index.kind if embedded.index else '—'}",
+                highlight=False,
+            )
+            for query, mode, book_ref in SEARCHES:
+                _show(console, lib.search(query, k=3, mode=mode, book=book_ref))
+
             report = lib.verify()
             verdict = "[green]ok[/green]" if report.ok else f"[red]{len(report.problems)} problems"
             console.print(
                 f"verify: {report.books} books, {report.chunks} chunks, {report.blocks} blocks: "
                 f"{verdict}"
             )
+
+
+def _show(console: Console, result: SearchResult) -> None:
+    """Each hit: its book and section, its place (CFI or char range), the matched words."""
+    where = f" in {result.book[:12]}" if result.book else ""
+    console.print(
+        f"\n[bold]{result.query}[/bold]  ({result.mode}{where}, "
+        f"{result.timings.get('total', 0.0):.1f} ms)",
+        highlight=False,
+    )
+    for hit in result.hits:
+        loc = hit.locator
+        place = loc.cfi or loc.fragment or f"[{loc.source_start}, {loc.source_end})"
+        console.print(
+            f"  {hit.rank}. {hit.book_title} §{hit.section} {hit.section_title[:40]}  {place}",
+            highlight=False,
+            markup=False,
+        )
+        words = Text("     matches: ")
+        for m in hit.matches[:6]:
+            words.append(m.text.replace("\r\n", " ").replace("\n", " "), style="bold yellow")
+            words.append(f" [{m.source_start}, {m.source_end}) ")
+        if not hit.matches:
+            words.append("— (no query word occurs in it)", style="dim")
+        console.print(words)
 
 
 if __name__ == "__main__":

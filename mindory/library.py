@@ -23,12 +23,16 @@ leaves no trace.
 from __future__ import annotations
 
 import codecs
+import concurrent.futures
 import contextlib
 import functools
 import hashlib
 import json
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -54,20 +58,52 @@ from sqlalchemy.orm import Session
 
 from .chunking import chunk_book
 from .db import (
+    FTS_TABLE,
     BlockRow,
     BookFileRow,
     BookRow,
     ChunkRow,
+    ChunkVectorRow,
     DerivationRow,
+    EmbeddingRow,
     NormalizationRow,
     SectionRow,
     SectionTextRow,
     TocEntryRow,
 )
+from .embedders import Embedder, HashedNgramEmbedder, embed_text_for_chunk, get_embedder
+from .encoding import ByteIndex, decode_bytes
 from .errors import MindoryError, NotFoundError
 from .importers import load_book
+from .index import Manifest, VectorIndex, manifest_path
+from .locate import (
+    DEFAULT_PAGE_SIZE,
+    Locator,
+    SectionPlace,
+    chunks_containing,
+    locate_position,
+    locate_span,
+    resolve_cfi,
+)
 from .offsets import OffsetMap, OffsetMapError, Utf16Index
-from .records import Book, Chunk, NormalizeProfile, Settings, TocEntry, chunk_id
+from .records import Block, Book, Chunk, NormalizeProfile, Settings, TocEntry, chunk_id
+from .search import (
+    CANDIDATES,
+    MODES,
+    RRF_K,
+    Filters,
+    Fused,
+    Hit,
+    Match,
+    ModeScore,
+    QueryTerms,
+    SearchResult,
+    analyze,
+    find_matches,
+    lexical_search,
+    rrf,
+    scan_search,
+)
 
 __all__ = [
     "MIGRATIONS",
@@ -76,16 +112,23 @@ __all__ = [
     "BookInfo",
     "ChunkInfo",
     "DerivationInfo",
+    "EmbedResult",
+    "EmbeddingInfo",
+    "Hit",
     "ImportFailure",
     "ImportResult",
+    "IndexInfo",
     "Library",
+    "LocateResult",
     "ProgressFn",
+    "SearchResult",
     "SectionDetail",
     "SectionInfo",
     "TocNode",
     "VerifyReport",
     "book_files_in",
     "default_db_path",
+    "embedding_fingerprint",
     "profile_fingerprint",
     "resolve_url",
     "upgrade",
@@ -96,6 +139,21 @@ BOOK_SUFFIXES = frozenset({".txt", ".epub"})
 DEFAULT_BUSY_TIMEOUT_MS = 60_000
 WRITE_BATCH = 1000  # chunk rows per INSERT batch (one progress report each)
 MAX_PROBLEMS = 200  # verify stops collecting problems after this many
+DEFAULT_EMBEDDER = "hashed"  # the built-in offline embedder (mindory.embedders)
+EMBED_BATCH = 256  # chunks per embed call and per vector-writing transaction
+# Above this many vectors the index is HNSW instead of an exact flat scan: exact
+# search over 100k x 384 takes ~24 ms a query on the 2-core test machine (memory
+# bound), HNSW32 ~1-3 ms with recall@10 >= 0.95 (docs/search.md, bench_search.py).
+INDEX_HNSW_THRESHOLD = 50_000
+# HNSW beam width. On 114k real chunk embeddings (bench_search.py) efSearch 512 found
+# 0.96 of the exact top 10 for span-like queries and 0.78 for short questions (whose
+# scores tie a lot); 1024: 0.98 and 0.89 at ~5 ms a query; 2048: 0.99 / 0.95 at ~10 ms.
+INDEX_EF_SEARCH = 1024
+REPAIR_MIN = 1000  # an index this far (or half its size) off the database is rebuilt
+# Section places (texts, offset map, blocks, CFI table) kept across searches: building
+# one for a large EPUB section costs tens of milliseconds (mostly the CFI table).
+PLACE_CACHE_ENTRIES = 256
+PLACE_CACHE_CHARS = 16_000_000
 
 ImportStatus = Literal["created", "unchanged", "rederived"]
 # progress(phase, done, total): phases "read", "parse", "chunk", "write".
@@ -670,6 +728,16 @@ class Library:
         self.path = path  # the SQLite file (None for other databases)
         self._writer = engine.execution_options(mindory_write=True)
         self.write_batch = WRITE_BATCH  # chunk rows per INSERT (and per progress report)
+        self.index_options: dict[str, Any] = {
+            "hnsw_threshold": INDEX_HNSW_THRESHOLD,
+            "ef_search": INDEX_EF_SEARCH,
+        }
+        self._embedders: dict[str, Embedder] = {}
+        self._loaded_index: _LoadedIndex | None = None
+        self._index_lock = threading.RLock()
+        self._has_fts: bool | None = None
+        self._places = _PlaceCache()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -704,6 +772,9 @@ class Library:
         return cls(engine, url, path)
 
     def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
         self.engine.dispose()
 
     def __enter__(self) -> Library:
@@ -918,7 +989,7 @@ class Library:
                     _chunk_row(c, derivation_id, section_ids[c.section], byte_spans, lo + k)
                     for k, c in enumerate(batch)
                 ]
-                conn.execute(insert(ChunkRow), rows)
+                _insert_chunks(conn, rows)
                 report("write", min(lo + step, total_rows), total_rows)
         report("write", total_rows, total_rows)
         return _result(prepared, status, len(chunks), block_total, toc_count, False)
@@ -1156,6 +1227,13 @@ class Library:
         info = self.book(ref)
         with self._write() as s:
             s.execute(delete(BookRow).where(BookRow.sha256 == info.id))
+        # Its chunks' vectors went with it (cascade); take them out of the index too.
+        path = self.index_path
+        if self._loaded_index is not None or (path is not None and path.exists()):
+            with self.engine.connect() as conn:
+                embedding = _current_embedding_row(conn)
+                if embedding is not None:
+                    self._ensure_index(conn, embedding)
         return info
 
     # ------------------------------------------------------------------ export
@@ -1289,6 +1367,8 @@ class Library:
             for book_id in ids:
                 _verify_book(s, book_id, v)
                 s.expunge_all()
+            if ref is None:
+                _verify_vectors(s, v)
         return VerifyReport(
             books=len(ids),
             sections=v.sections,
@@ -1298,6 +1378,589 @@ class Library:
             problems=tuple(v.problems),
             truncated=v.truncated,
         )
+
+    # ------------------------------------------------------------------ embeddings
+
+    def embeddings(self) -> list[EmbeddingInfo]:
+        """Every embedding space with its vector count; the current one is marked."""
+        with self._read() as s:
+            counts = dict(
+                s.execute(
+                    select(ChunkVectorRow.embedding_id, func.count()).group_by(
+                        ChunkVectorRow.embedding_id
+                    )
+                ).all()
+            )
+            rows = s.scalars(select(EmbeddingRow).order_by(EmbeddingRow.id)).all()
+            return [_embedding_info(r, int(counts.get(r.id, 0))) for r in rows]
+
+    def current_embedding(self) -> EmbeddingInfo | None:
+        """The embedding searches use (the one last used by :meth:`embed`), or None."""
+        return next((e for e in self.embeddings() if e.current), None)
+
+    def embedder(self, spec: str | Embedder | None = None) -> Embedder:
+        """An embedder from a spec (``hashed``, ``model2vec:/path``, …), cached per library.
+
+        None means the current embedding's, else the built-in default.
+        """
+        if spec is not None and not isinstance(spec, str):
+            return spec
+        if spec is None:
+            current = self.current_embedding()
+            spec = current.spec if current is not None else DEFAULT_EMBEDDER
+        key = spec.strip()
+        found = self._embedders.get(key)
+        if found is None:
+            found = get_embedder(key)
+            self._embedders[key] = found
+        return found
+
+    def embed(
+        self,
+        embedder: str | Embedder | None = None,
+        *,
+        context_header: bool | None = None,
+        batch_size: int = EMBED_BATCH,
+        progress: ProgressFn | None = None,
+        update_index: bool = True,
+    ) -> EmbedResult:
+        """Embed the chunks of every book's current derivation that have no vector yet
+        in this embedding (embedder + context-header flag), in batches, one transaction
+        each; the embedding becomes the current one. Then the vector index is brought
+        up to date (``update_index``).
+
+        ``embedder`` None keeps the current embedding (or the built-in ``hashed``);
+        ``context_header`` None keeps the current embedding's flag (else off).
+        """
+        report = progress or _no_progress
+        t0 = perf_counter()
+        current = self.current_embedding()
+        if embedder is None and current is not None:
+            spec: str = current.spec
+            emb = self.embedder(spec)
+        elif isinstance(embedder, str) or embedder is None:
+            spec = (embedder or DEFAULT_EMBEDDER).strip()
+            emb = self.embedder(spec)
+        else:
+            emb = embedder
+            spec = _spec_of(emb)
+            self._embedders[spec] = emb  # this process searches with this very object
+        if context_header is None:
+            context_header = bool(current.context_header) if current is not None else False
+        fingerprint = embedding_fingerprint(emb.id, context_header)
+        now = datetime.now(UTC)
+        with self._write() as s:
+            row = s.scalar(select(EmbeddingRow).where(EmbeddingRow.fingerprint == fingerprint))
+            if row is None:
+                row = EmbeddingRow(
+                    fingerprint=fingerprint,
+                    embedder_id=emb.id,
+                    spec=spec,
+                    dim=int(emb.dim),
+                    context_header=context_header,
+                    is_current=False,
+                    version=0,
+                    created_at=now,
+                )
+                s.add(row)
+                s.flush()
+            elif row.spec != spec and isinstance(embedder, str):
+                row.spec = spec  # the same model, found elsewhere now
+            embedding_id = int(row.id)
+            s.execute(update(EmbeddingRow).values(is_current=EmbeddingRow.id == embedding_id))
+        missing_q = (
+            select(func.count())
+            .select_from(ChunkRow)
+            .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+            .outerjoin(
+                ChunkVectorRow,
+                (ChunkVectorRow.chunk_id == ChunkRow.id)
+                & (ChunkVectorRow.embedding_id == embedding_id),
+            )
+            .where(DerivationRow.is_current.is_(True), ChunkVectorRow.chunk_id.is_(None))
+        )
+        with self._read() as s:
+            total_missing = int(s.scalar(missing_q) or 0)
+            total = int(
+                s.scalar(
+                    select(func.count())
+                    .select_from(ChunkRow)
+                    .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+                    .where(DerivationRow.is_current.is_(True))
+                )
+                or 0
+            )
+        report("embed", 0, total_missing)
+        done = 0
+        after = 0
+        t_embed = 0.0
+        step = max(1, int(batch_size))
+        while True:
+            with self._read() as s:
+                rows = s.execute(
+                    select(ChunkRow.id, ChunkRow.text, SectionRow.title, BookRow.title)
+                    .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+                    .join(SectionRow, SectionRow.id == ChunkRow.section_id)
+                    .join(BookRow, BookRow.id == DerivationRow.book_id)
+                    .outerjoin(
+                        ChunkVectorRow,
+                        (ChunkVectorRow.chunk_id == ChunkRow.id)
+                        & (ChunkVectorRow.embedding_id == embedding_id),
+                    )
+                    .where(
+                        DerivationRow.is_current.is_(True),
+                        ChunkVectorRow.chunk_id.is_(None),
+                        ChunkRow.id > after,
+                    )
+                    .order_by(ChunkRow.id)
+                    .limit(step)
+                ).all()
+            if not rows:
+                break
+            texts = [
+                embed_text_for_chunk(
+                    t, title=bt, section_title=st, context_header=bool(context_header)
+                )
+                for _, t, st, bt in rows
+            ]
+            t = perf_counter()
+            vectors = np.asarray(emb.embed(texts), dtype="<f4")
+            t_embed += perf_counter() - t
+            if vectors.shape != (len(rows), emb.dim):
+                raise MindoryError(
+                    f"embedder {emb.id} returned shape {vectors.shape}, expected "
+                    f"{(len(rows), emb.dim)}"
+                )
+            with self._write() as w:
+                w.connection().execute(
+                    insert(ChunkVectorRow),
+                    [
+                        {"chunk_id": int(r[0]), "embedding_id": embedding_id, "vector": v.tobytes()}
+                        for r, v in zip(rows, vectors)
+                    ],
+                )
+                w.execute(
+                    update(EmbeddingRow)
+                    .where(EmbeddingRow.id == embedding_id)
+                    .values(version=EmbeddingRow.version + 1)
+                )
+            done += len(rows)
+            after = int(rows[-1][0])
+            report("embed", done, total_missing)
+        report("embed", total_missing, total_missing)
+        index_info: IndexInfo | None = None
+        if update_index:
+            index_info = self.index()
+        info = next(e for e in self.embeddings() if e.fingerprint == fingerprint)
+        return EmbedResult(
+            embedding=info,
+            embedded=done,
+            total=total,
+            seconds=perf_counter() - t0,
+            embed_seconds=t_embed,
+            index=index_info,
+        )
+
+    # ------------------------------------------------------------------ vector index
+
+    @property
+    def index_path(self) -> Path | None:
+        """The FAISS file beside the database (None for a non-file database: the
+        index then lives in memory only, rebuilt by each process)."""
+        if self.path is None:
+            return None
+        return self.path.with_name(self.path.name + ".faiss")
+
+    def index(self, *, rebuild: bool = False) -> IndexInfo:
+        """Bring the vector index of the current embedding up to date (or rebuild it)."""
+        with self.engine.connect() as conn:
+            embedding = _current_embedding_row(conn)
+            if embedding is None:
+                raise MindoryError("no vectors yet: run mindory embed first")
+            before = self._loaded_index
+            loaded = self._ensure_index(conn, embedding, force_rebuild=rebuild)
+        info = loaded.info()
+        return replace(info, status="current", seconds=0.0) if loaded is before else info
+
+    def _ensure_index(
+        self, conn: Connection, embedding: _EmbeddingState, *, force_rebuild: bool = False
+    ) -> _LoadedIndex:
+        """The vector index of ``embedding``, exactly matching the database.
+
+        Cheap when nothing changed since the last call (one query: the embedding's
+        version and the set of current derivations). Otherwise the ids that should
+        be indexed are read and compared with the index in memory, then with the
+        file's manifest; a mismatch is repaired from the stored vectors (ids added
+        and removed) or, when most of it differs, rebuilt — never served stale.
+        """
+        with self._index_lock:
+            token = _index_token(conn, embedding)
+            loaded = self._loaded_index
+            if (
+                not force_rebuild
+                and loaded is not None
+                and loaded.embedding_id == embedding.id
+                and loaded.token == token
+            ):
+                return loaded
+            t0 = perf_counter()
+            ids = _indexed_ids(conn, embedding.id)
+            expected = Manifest.for_ids(embedding.key, embedding.dim, ids)
+            path = self.index_path
+            candidate: VectorIndex | None = None
+            status = "built"
+            if loaded is not None and loaded.embedding_id == embedding.id and not force_rebuild:
+                if loaded.index.manifest().matches(expected):
+                    self._loaded_index = replace(loaded, token=token, status="current")
+                    return self._loaded_index
+                candidate = loaded.index
+            if candidate is None and path is not None and not force_rebuild:
+                found = VectorIndex.load(path, expected, **self.index_options)
+                if found is not None:
+                    self._loaded_index = _LoadedIndex(
+                        embedding.id, token, found, path, "loaded", perf_counter() - t0
+                    )
+                    return self._loaded_index
+                candidate = _load_own_manifest(path, embedding, self.index_options)
+            vindex: VectorIndex | None = None
+            if candidate is not None:
+                vindex = _repair(conn, candidate, ids, embedding)
+                status = "repaired" if vindex is not None else "rebuilt"
+            if vindex is None:
+                vindex = VectorIndex(embedding.dim, embedder_id=embedding.key, **self.index_options)
+                all_ids, vecs = _stored_vectors(conn, embedding, ids)
+                vindex.build(all_ids, vecs)
+                if loaded is not None or (path is not None and path.exists()):
+                    status = "rebuilt"
+            if not vindex.manifest().matches(expected):  # pragma: no cover - a bug
+                raise MindoryError("the rebuilt vector index does not match the database")
+            saved = path
+            if path is not None:
+                try:
+                    vindex.save(path)
+                except MindoryError:
+                    saved = None  # read-only folder: serve from memory
+            self._loaded_index = _LoadedIndex(
+                embedding.id, token, vindex, saved, status, perf_counter() - t0
+            )
+            return self._loaded_index
+
+    # ------------------------------------------------------------------ search
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        mode: str = "hybrid",
+        book: str | None = None,
+        section: int | None = None,
+        weights: Mapping[str, float] | None = None,
+        rrf_k: int = RRF_K,
+        candidates: int = CANDIDATES,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> SearchResult:
+        """The ``k`` best chunks for ``query``, each with its Locator and word matches.
+
+        ``mode``: ``hybrid`` (default: lexical and vector ranks fused by RRF with
+        ``weights``), ``lexical`` or ``vector``. ``book`` (id, id prefix or title)
+        and ``section`` (its ordinal; needs ``book``) restrict the search. Hybrid
+        search without vectors is lexical search with a warning.
+        """
+        if mode not in MODES:
+            raise MindoryError(f"unknown search mode {mode!r}: use hybrid, vector or lexical")
+        if k < 1:
+            raise MindoryError(f"k must be 1 or more, not {k}")
+        if section is not None and book is None:
+            raise MindoryError("a section filter needs a book (--book)")
+        t_start = perf_counter()
+        timings: dict[str, float] = {}
+        warnings: list[str] = []
+        terms = analyze(query)
+        n = max(k, candidates)
+        lists: dict[str, list[tuple[int, float]]] = {}
+        book_sha: str | None = None
+        embedding: _EmbeddingState | None = None
+        with self.engine.connect() as conn:
+            filters = Filters()
+            if book is not None:
+                with Session(bind=conn) as s:
+                    row = _resolve_book(s, book)
+                    book_sha = row.sha256
+                    section_id: int | None = None
+                    if section is not None:
+                        section_id = s.scalar(
+                            select(SectionRow.id).where(
+                                SectionRow.book_id == row.id, SectionRow.ordinal == section
+                            )
+                        )
+                        if section_id is None:
+                            raise NotFoundError(
+                                f"{row.title!r} has no section {section} "
+                                f"(sections 0–{row.section_count - 1})"
+                            )
+                    filters = Filters(book_id=int(row.id), section_id=section_id)
+            vector_part: Future[list[tuple[int, float]]] | None = None
+            if mode in ("hybrid", "vector"):
+                embedding = _current_embedding_row(conn)
+                if embedding is None:
+                    if mode == "vector":
+                        raise MindoryError("no vectors yet: run mindory embed first")
+                    warnings.append("no vectors yet (run mindory embed): lexical results only")
+                elif mode == "hybrid" and not terms.empty:
+                    # FAISS and SQLite both release the GIL: the vector search runs on a
+                    # worker thread (its own connection) while this one searches text.
+                    vector_part = self._pool().submit(
+                        self._vector_search_own_connection,
+                        embedding,
+                        terms.query,
+                        n,
+                        filters,
+                        timings,
+                    )
+                else:
+                    lists["vector"] = self._vector_search(
+                        conn, embedding, terms.query, n, filters, timings
+                    )
+            if mode in ("hybrid", "lexical") and not terms.empty:
+                t = perf_counter()
+                try:
+                    if self.has_fts(conn):
+                        lists["lexical"] = lexical_search(conn, terms, limit=n, filters=filters)
+                    else:
+                        lists["lexical"] = scan_search(conn, terms, limit=n, filters=filters)
+                except BaseException:
+                    if vector_part is not None:
+                        vector_part.cancel()
+                        concurrent.futures.wait([vector_part])
+                    raise
+                timings["lexical"] = 1000 * (perf_counter() - t)
+            if vector_part is not None:
+                lists["vector"] = vector_part.result()
+            if mode == "hybrid":
+                fused = rrf(lists, weights, rrf_k)
+            else:
+                fused = [
+                    Fused(i, raw, {mode: (r, raw)})
+                    for r, (i, raw) in enumerate(lists.get(mode, []), start=1)
+                ]
+            top = fused[:k]
+            t = perf_counter()
+            hits = _build_hits(self, conn, top, terms, mode, page_size)
+            timings["locate"] = 1000 * (perf_counter() - t)
+        timings["total"] = 1000 * (perf_counter() - t_start)
+        return SearchResult(
+            query=query,
+            mode=mode,
+            k=k,
+            hits=tuple(hits),
+            terms=terms,
+            book=book_sha,
+            section=section,
+            embedding=embedding.fingerprint if embedding is not None else None,
+            embedder_id=embedding.embedder_id if embedding is not None else None,
+            warnings=tuple(warnings),
+            timings=timings,
+        )
+
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._index_lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="mindory-search"
+                )
+            return self._executor
+
+    def _vector_search_own_connection(
+        self,
+        embedding: _EmbeddingState,
+        query: str,
+        n: int,
+        filters: Filters,
+        timings: dict[str, float],
+    ) -> list[tuple[int, float]]:
+        with self.engine.connect() as conn:
+            return self._vector_search(conn, embedding, query, n, filters, timings)
+
+    def _vector_search(
+        self,
+        conn: Connection,
+        embedding: _EmbeddingState,
+        query: str,
+        n: int,
+        filters: Filters,
+        timings: dict[str, float],
+    ) -> list[tuple[int, float]]:
+        t = perf_counter()
+        emb = self.embedder(embedding.spec)
+        if emb.id != embedding.embedder_id:
+            raise MindoryError(
+                f"the embedder {embedding.spec!r} is now {emb.id}, but the vectors were made "
+                f"by {embedding.embedder_id}: run mindory embed --embedder {embedding.spec}"
+            )
+        qv = emb.embed([query])
+        timings["embed"] = 1000 * (perf_counter() - t)
+        t = perf_counter()
+        loaded = self._ensure_index(conn, embedding)
+        timings["index"] = 1000 * (perf_counter() - t)
+        if not np.any(qv):
+            return []  # no features: every similarity would be 0
+        t = perf_counter()
+        allowed: np.ndarray | None = None
+        if filters.book_id is not None:
+            q = (
+                select(ChunkRow.id)
+                .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+                .where(DerivationRow.is_current.is_(True), DerivationRow.book_id == filters.book_id)
+            )
+            if filters.section_id is not None:
+                q = q.where(ChunkRow.section_id == filters.section_id)
+            allowed = np.fromiter(conn.execute(q).scalars(), dtype=np.int64)
+        with self._index_lock:  # a concurrent repair must not change it under the search
+            scores, ids = loaded.index.search(qv, n, allowed_ids=allowed)
+        timings["vector"] = 1000 * (perf_counter() - t)
+        return [(int(i), float(s)) for s, i in zip(scores[0], ids[0]) if i >= 0]
+
+    def has_fts(self, conn: Connection | None = None) -> bool:
+        """True when the database has the FTS5 index (SQLite with revision 0002)."""
+        if self._has_fts is None:
+            if self.engine.dialect.name != "sqlite":
+                self._has_fts = False
+            else:
+                with contextlib.ExitStack() as stack:
+                    c = conn if conn is not None else stack.enter_context(self.engine.connect())
+                    self._has_fts = bool(
+                        c.exec_driver_sql(
+                            "SELECT 1 FROM sqlite_master WHERE name = ?", (FTS_TABLE,)
+                        ).first()
+                    )
+        return self._has_fts
+
+    # ------------------------------------------------------------------ locate
+
+    def place(self, ref: str, section: int) -> SectionPlace:
+        """What locating needs about one section (current derivation's normalization)."""
+        with self.engine.connect() as conn, Session(bind=conn) as s:
+            row = _resolve_book(s, ref)
+            derivation = _derivation(s, row, None)
+            section_id = s.scalar(
+                select(SectionRow.id).where(
+                    SectionRow.book_id == row.id, SectionRow.ordinal == section
+                )
+            )
+            if section_id is None:
+                raise NotFoundError(
+                    f"{row.title!r} has no section {section} (sections 0–{row.section_count - 1})"
+                )
+            places = _Places(self, conn)
+            return places.get(int(section_id), derivation.normalization_id)
+
+    def locate(
+        self,
+        ref: str,
+        *,
+        cfi: str | None = None,
+        section: int | None = None,
+        offset: int | None = None,
+        utf16: bool = False,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> LocateResult:
+        """A place in a book → section, block, page, and the chunks containing it.
+
+        Either ``cfi`` (EPUB; a point or the start of a range) or ``section`` and
+        ``offset`` — the offset counted from the start of the section's source text,
+        in code points (``utf16=True``: UTF-16 units).
+        """
+        if (cfi is None) == (section is None or offset is None):
+            raise MindoryError("give either a CFI, or a section and an offset")
+        with self.engine.connect() as conn, Session(bind=conn) as s:
+            row = _resolve_book(s, ref)
+            derivation = _derivation(s, row, None)
+            places = _Places(self, conn)
+            sections = s.execute(
+                select(SectionRow.id, SectionRow.ordinal)
+                .where(SectionRow.book_id == row.id)
+                .order_by(SectionRow.ordinal)
+            ).all()
+            id_of = {int(o): int(i) for i, o in sections}
+            end: int | None = None
+            if cfi is not None:
+                if row.format != "epub":
+                    raise MindoryError(f"{row.title!r} is plain text: CFIs address EPUB books")
+                from .importers.cfi import CfiError
+
+                with_tables = [
+                    places.get(i, derivation.normalization_id)
+                    for i in s.scalars(
+                        select(SectionRow.id).where(
+                            SectionRow.book_id == row.id, SectionRow.cfi_table.is_not(None)
+                        )
+                    )
+                ]
+                try:
+                    ordinal, position, end = resolve_cfi(with_tables, cfi)
+                except CfiError as exc:
+                    raise MindoryError(f"{row.title!r}: {exc}") from exc
+                place = places.get(id_of[ordinal], derivation.normalization_id)
+            else:
+                assert section is not None and offset is not None
+                if section not in id_of:
+                    raise NotFoundError(
+                        f"{row.title!r} has no section {section} "
+                        f"(sections 0–{row.section_count - 1})"
+                    )
+                place = places.get(id_of[section], derivation.normalization_id)
+                local = offset
+                if utf16:
+                    u16 = Utf16Index(place.source_text)
+                    if not 0 <= offset <= u16.utf16_length:
+                        raise MindoryError(
+                            f"UTF-16 offset {offset} outside section {section} "
+                            f"[0, {u16.utf16_length}]"
+                        )
+                    local = u16.from_utf16(offset)
+                if not 0 <= local <= len(place.source_text):
+                    raise MindoryError(
+                        f"offset {offset} outside section {section} [0, {len(place.source_text)}]"
+                    )
+                position = place.source_start + local
+            where = locate_position(place, position, page_size=page_size)
+            chunk_rows = _chunk_infos(
+                s, derivation.id, place.ordinal, 0, None, with_cfi=row.format == "epub"
+            )
+            containing = chunks_containing(chunk_rows, position)
+        return LocateResult(
+            book=row.sha256,
+            title=row.title,
+            position=where,
+            chunks=tuple(containing),
+            range_end=end if end is not None and end != position else None,
+        )
+
+    def locate_chunk(self, ref: str, chunk: str, *, page_size: int = DEFAULT_PAGE_SIZE) -> Locator:
+        """The Locator of a chunk of the book (its id, or a unique prefix of it)."""
+        with self.engine.connect() as conn, Session(bind=conn) as s:
+            row = _resolve_book(s, ref)
+            found = s.execute(
+                select(ChunkRow, DerivationRow.normalization_id)
+                .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+                .where(
+                    DerivationRow.book_id == row.id,
+                    ChunkRow.chunk_id.startswith(chunk.strip().lower(), autoescape=True),
+                )
+                .order_by(DerivationRow.is_current.desc(), ChunkRow.id)
+                .limit(3)
+            ).all()
+            if not found or not chunk.strip():
+                raise NotFoundError(f"{row.title!r} has no chunk {chunk!r}")
+            ids = {r[0].chunk_id for r in found}
+            if len(ids) > 1:
+                raise MindoryError(f"{chunk!r} starts {len(ids)} chunk ids; give more of it")
+            c, normalization_id = found[0]
+            places = _Places(self, conn)
+            place = places.get(int(c.section_id), int(normalization_id))
+            places.know_bytes(int(row.id), c)
+            return _chunk_locator(place, c, page_size)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -1372,6 +2035,33 @@ def _make_current(s: Session, book_id: int, derivation_id: int) -> None:
         .where(DerivationRow.book_id == book_id)
         .values(is_current=DerivationRow.id == derivation_id)
     )
+
+
+_SQLITE_MAX_VARIABLES = 32766  # SQLite >= 3.32
+
+
+def _insert_chunks(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert chunk rows. On SQLite as multi-row ``INSERT … VALUES`` statements through
+    the DB-API cursor (inside the same transaction): the FTS5 trigger then indexes a
+    whole batch at once — row by row (executemany), FTS5 flushes its buffer at every
+    statement and the corpus import took 3.4x as long; SQLAlchemy's compiler is slow for
+    such statements, so the SQL is written here."""
+    if not rows:
+        return
+    if conn.dialect.name != "sqlite":
+        conn.execute(insert(ChunkRow), list(rows))
+        return
+    cols = list(rows[0])
+    per = max(1, _SQLITE_MAX_VARIABLES // len(cols))
+    head = f"INSERT INTO chunks ({', '.join(chr(34) + c + chr(34) for c in cols)}) VALUES "
+    one = "(" + ",".join("?" * len(cols)) + ")"
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        for lo in range(0, len(rows), per):
+            part = rows[lo : lo + per]
+            cursor.execute(head + ",".join([one] * len(part)), [r[c] for r in part for c in cols])
+    finally:
+        cursor.close()
 
 
 def _chunk_row(
@@ -1900,6 +2590,18 @@ def _verify_book(s: Session, book_id: int, v: _Verifier) -> None:
             _check_derivation(s, v, name, book, d, norm, by_id, texts, maps, data)
 
 
+def _verify_vectors(s: Session, v: _Verifier) -> None:
+    """Every stored vector holds ``dim`` float32 values of its embedding."""
+    rows = s.execute(
+        select(EmbeddingRow.fingerprint, EmbeddingRow.dim, func.count())
+        .join(ChunkVectorRow, ChunkVectorRow.embedding_id == EmbeddingRow.id)
+        .where(func.length(ChunkVectorRow.vector) != EmbeddingRow.dim * 4)
+        .group_by(EmbeddingRow.fingerprint, EmbeddingRow.dim)
+    ).all()
+    for fingerprint, dim, count in rows:
+        v.problem(f"embedding {fingerprint}: {count} vector(s) are not {dim} float32 values")
+
+
 def _check_map(v: _Verifier, where: str, t: SectionTextRow, sec: SectionRow) -> OffsetMap | None:
     try:
         omap = OffsetMap.from_bytes(t.offset_map)  # validates monotone runs
@@ -2093,3 +2795,750 @@ def _check_derivation(
                         f"{where}: chunk {c[1]} bytes [{bs}, {be}) do not decode to its source"
                     )
                     break
+
+
+# --------------------------------------------------------------------------- search
+
+
+def _spec_of(emb: Embedder) -> str:
+    """A spec string that recreates an embedder object in another process, if any."""
+    if isinstance(emb, HashedNgramEmbedder):
+        return DEFAULT_EMBEDDER if emb.dim == 384 else f"{DEFAULT_EMBEDDER}:{emb.dim}"
+    backend, folder = getattr(emb, "backend", None), getattr(emb, "folder", None)
+    if isinstance(backend, str) and folder is not None:
+        return f"{backend}:{folder}"
+    return str(getattr(emb, "spec", None) or emb.id)
+
+
+def embedding_fingerprint(embedder_id: str, context_header: bool) -> str:
+    """The embedding settings' fingerprint: embedder id + context-header flag.
+
+    Deliberately not part of the chunk settings fingerprint: changing the embedder
+    re-embeds, it never re-chunks, so chunk ids stay what they are.
+    """
+    canonical = json.dumps(
+        {"context_header": bool(context_header), "embedder": embedder_id},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingInfo:
+    """An embedding space: which embedder (and header flag), and how many vectors."""
+
+    fingerprint: str
+    embedder_id: str
+    spec: str
+    dim: int
+    context_header: bool
+    current: bool
+    vectors: int
+    created_at: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fingerprint": self.fingerprint,
+            "embedder": self.embedder_id,
+            "spec": self.spec,
+            "dim": self.dim,
+            "context_header": self.context_header,
+            "current": self.current,
+            "vectors": self.vectors,
+            "created_at": self.created_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class IndexInfo:
+    """The vector index after :meth:`Library.index`: what it holds and what was done.
+
+    ``status``: ``current`` (nothing to do), ``loaded`` (the file matched),
+    ``repaired`` (ids added/removed from stored vectors), ``rebuilt`` / ``built``.
+    """
+
+    path: str | None
+    embedder: str
+    kind: str
+    count: int
+    dim: int
+    ids_sha256: str
+    status: str
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "embedder": self.embedder,
+            "kind": self.kind,
+            "count": self.count,
+            "dim": self.dim,
+            "ids_sha256": self.ids_sha256,
+            "status": self.status,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedResult:
+    embedding: EmbeddingInfo
+    embedded: int  # vectors made by this call
+    total: int  # chunks of current derivations
+    seconds: float
+    embed_seconds: float  # in the embedder alone
+    index: IndexInfo | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        rate = self.embedded / self.embed_seconds if self.embed_seconds > 0 else None
+        return {
+            "embedding": self.embedding.to_json(),
+            "embedded": self.embedded,
+            "total_chunks": self.total,
+            "seconds": round(self.seconds, 4),
+            "chunks_per_second": round(rate, 1) if rate is not None else None,
+            "index": self.index.to_json() if self.index is not None else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LocateResult:
+    """A position in a book: where it is (:func:`mindory.locate.locate_position`) and
+    the chunks of the current derivation that contain it."""
+
+    book: str
+    title: str
+    position: Mapping[str, Any]
+    chunks: tuple[ChunkInfo, ...]
+    range_end: int | None = None  # a range CFI: where the range ends (source)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"book": self.book, "bookTitle": self.title, **self.position}
+        if self.range_end is not None:
+            out["rangeEnd"] = self.range_end
+        out["chunks"] = [{k: v for k, v in c.to_json().items() if k != "text"} for c in self.chunks]
+        return out
+
+
+@dataclass(frozen=True)
+class _EmbeddingState:
+    id: int
+    fingerprint: str
+    embedder_id: str
+    spec: str
+    dim: int
+    context_header: bool
+    version: int
+
+    @property
+    def key(self) -> str:
+        """What the index manifest records as its embedder: id (+ the header flag)."""
+        return self.embedder_id + ("+context-header" if self.context_header else "")
+
+
+@dataclass(frozen=True)
+class _LoadedIndex:
+    embedding_id: int
+    token: tuple[Any, ...]
+    index: VectorIndex
+    path: Path | None
+    status: str
+    seconds: float
+
+    def info(self) -> IndexInfo:
+        man = self.index.manifest()
+        return IndexInfo(
+            path=str(self.path) if self.path is not None else None,
+            embedder=man.embedder_id,
+            kind=man.kind,
+            count=man.count,
+            dim=man.dim,
+            ids_sha256=man.ids_sha256,
+            status=self.status,
+            seconds=self.seconds,
+        )
+
+
+def _embedding_info(row: EmbeddingRow, vectors: int) -> EmbeddingInfo:
+    return EmbeddingInfo(
+        fingerprint=row.fingerprint,
+        embedder_id=row.embedder_id,
+        spec=row.spec,
+        dim=row.dim,
+        context_header=bool(row.context_header),
+        current=bool(row.is_current),
+        vectors=vectors,
+        created_at=_iso(row.created_at),
+    )
+
+
+_CURRENT_EMBEDDING_STMT = (
+    select(
+        EmbeddingRow.id,
+        EmbeddingRow.fingerprint,
+        EmbeddingRow.embedder_id,
+        EmbeddingRow.spec,
+        EmbeddingRow.dim,
+        EmbeddingRow.context_header,
+        EmbeddingRow.version,
+    )
+    .where(EmbeddingRow.is_current.is_(True))
+    .order_by(EmbeddingRow.id.desc())
+    .limit(1)
+)
+_EMBEDDING_VERSION_STMT = select(EmbeddingRow.version).where(EmbeddingRow.id == bindparam("id"))
+_CURRENT_DERIVATIONS_STMT = (
+    select(DerivationRow.id).where(DerivationRow.is_current.is_(True)).order_by(DerivationRow.id)
+)
+
+
+def _current_embedding_row(conn: Connection) -> _EmbeddingState | None:
+    r = conn.execute(_CURRENT_EMBEDDING_STMT).first()
+    if r is None:
+        return None
+    return _EmbeddingState(int(r[0]), r[1], r[2], r[3], int(r[4]), bool(r[5]), int(r[6]))
+
+
+def _index_token(conn: Connection, embedding: _EmbeddingState) -> tuple[Any, ...]:
+    """Changes whenever the indexed id set may have changed: the embedding's version
+    (every vector write bumps it) and the set of current derivations (imports,
+    re-derivations and deletes change it)."""
+    version = conn.execute(_EMBEDDING_VERSION_STMT, {"id": embedding.id}).scalar()
+    ids = conn.execute(_CURRENT_DERIVATIONS_STMT).scalars()
+    digest = hashlib.sha256(np.fromiter(ids, dtype="<i8").tobytes()).hexdigest()
+    return (embedding.id, embedding.fingerprint, version, digest)
+
+
+def _indexed_ids(conn: Connection, embedding_id: int) -> np.ndarray:
+    """Sorted row ids of current-derivation chunks that have a vector in the embedding."""
+    q = (
+        select(ChunkVectorRow.chunk_id)
+        .join(ChunkRow, ChunkRow.id == ChunkVectorRow.chunk_id)
+        .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+        .where(ChunkVectorRow.embedding_id == embedding_id, DerivationRow.is_current.is_(True))
+        .order_by(ChunkVectorRow.chunk_id)
+    )
+    return np.fromiter(conn.execute(q).scalars(), dtype=np.int64)
+
+
+_IN_BATCH = 5000
+
+
+def _stored_vectors(
+    conn: Connection, embedding: _EmbeddingState, ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, float32 vectors)`` of the given chunk ids, read from chunk_vectors."""
+    wanted = np.asarray(ids, dtype=np.int64)
+    base = select(ChunkVectorRow.chunk_id, ChunkVectorRow.vector).where(
+        ChunkVectorRow.embedding_id == embedding.id
+    )
+    rows: list[Any] = []
+    if wanted.size <= 4 * _IN_BATCH:
+        for lo in range(0, wanted.size, _IN_BATCH):
+            part = wanted[lo : lo + _IN_BATCH].tolist()
+            rows.extend(conn.execute(base.where(ChunkVectorRow.chunk_id.in_(part))).all())
+    else:
+        keep = set(wanted.tolist())
+        rows = [r for r in conn.execute(base) if r[0] in keep]
+    width = embedding.dim * 4
+    bad = next((r[0] for r in rows if len(r[1]) != width), None)
+    if bad is not None:
+        raise MindoryError(
+            f"the stored vector of chunk row {bad} has the wrong length for dimension "
+            f"{embedding.dim}: run mindory verify"
+        )
+    out_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(-1, embedding.dim)
+    return out_ids, np.ascontiguousarray(vecs, dtype=np.float32)
+
+
+def _load_own_manifest(
+    path: Path, embedding: _EmbeddingState, options: Mapping[str, Any]
+) -> VectorIndex | None:
+    """The saved index as its own manifest describes it (same embedder and dimension),
+    to be repaired instead of rebuilt; None when unusable."""
+    try:
+        doc = json.loads(manifest_path(path).read_text(encoding="utf-8"))
+        saved = Manifest(
+            embedder_id=str(doc["embedder_id"]),
+            dim=int(doc["dim"]),
+            count=int(doc["count"]),
+            ids_sha256=str(doc["ids_sha256"]),
+            kind=str(doc["kind"]),
+            format_version=int(doc["format_version"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if saved.embedder_id != embedding.key or saved.dim != embedding.dim:
+        return None
+    return VectorIndex.load(path, saved, **options)
+
+
+def _repair(
+    conn: Connection, index: VectorIndex, ids: np.ndarray, embedding: _EmbeddingState
+) -> VectorIndex | None:
+    """Remove the ids the database no longer has, add the missing ones from stored
+    vectors; None when so much differs that a rebuild is cheaper."""
+    have = index.ids()
+    extra = np.setdiff1d(have, ids, assume_unique=True)
+    missing = np.setdiff1d(ids, have, assume_unique=True)
+    if extra.size + missing.size > max(REPAIR_MIN, ids.size // 2):
+        return None
+    if extra.size:
+        index.remove(extra)
+    if missing.size:
+        found, vecs = _stored_vectors(conn, embedding, missing)
+        index.add(found, vecs)
+    return index
+
+
+class _ByteOffsets:
+    """Code point → byte offset of a plain-text book: the stored chunk byte spans
+    first; otherwise the book file is decoded once (exact ByteIndex)."""
+
+    def __init__(self, lib: Library, sha: str) -> None:
+        self._lib = lib
+        self._sha = sha
+        self.known: dict[int, int] = {}
+        self._index: ByteIndex | None = None
+        self._tried = False
+
+    def _load(self) -> ByteIndex | None:
+        if not self._tried:
+            self._tried = True
+            try:
+                data = self._lib.book_file(self._sha)
+                self._index = ByteIndex(data, decode_bytes(data))
+            except MindoryError:
+                self._index = None
+        return self._index
+
+    def can(self, positions: Iterable[int]) -> bool:
+        return all(p in self.known for p in positions) or self._load() is not None
+
+    def __call__(self, cp: int) -> int:
+        found = self.known.get(cp)
+        if found is not None:
+            return found
+        index = self._load()
+        if index is None:
+            raise MindoryError("the book file cannot be read: no byte offsets")
+        return index.byte_offset(cp)
+
+
+@dataclass
+class _BookFacts:
+    sha: str
+    title: str
+    format: str
+    file_name: str
+    lengths: tuple[int, ...]
+    bytes: _ByteOffsets | None
+
+
+# Statements built once (building a select costs more than running it here).
+_BOOKS_STMT = select(
+    BookRow.id, BookRow.sha256, BookRow.title, BookRow.format, BookRow.file_name
+).where(BookRow.id.in_(bindparam("ids", expanding=True)))
+_TXT_LENGTH_STMT = select(func.max(SectionRow.source_start + SectionRow.source_length)).where(
+    SectionRow.book_id == bindparam("id")
+)
+_SPAN_LENGTHS_STMT = (
+    select(SectionRow.source_length)
+    .where(SectionRow.book_id == bindparam("id"))
+    .order_by(SectionRow.ordinal)
+)
+_SECTIONS_STMT = (
+    select(
+        SectionRow.id,
+        SectionTextRow.normalization_id,
+        SectionRow.book_id,
+        SectionRow.ordinal,
+        SectionRow.title,
+        SectionRow.href,
+        SectionRow.media_type,
+        SectionRow.source_start,
+        SectionRow.utf16_start,
+        SectionRow.source_text,
+        SectionRow.cfi_table,
+        SectionTextRow.id,
+        SectionTextRow.normalized_text,
+        SectionTextRow.offset_map,
+    )
+    .join(SectionTextRow, SectionTextRow.section_id == SectionRow.id)
+    .where(
+        SectionRow.id.in_(bindparam("sections", expanding=True)),
+        SectionTextRow.normalization_id.in_(bindparam("normalizations", expanding=True)),
+    )
+)
+_BLOCKS_STMT = (
+    select(
+        BlockRow.section_text_id,
+        BlockRow.index,
+        BlockRow.kind,
+        BlockRow.level,
+        BlockRow.start,
+        BlockRow.end,
+        BlockRow.source_start,
+        BlockRow.source_end,
+    )
+    .where(BlockRow.section_text_id.in_(bindparam("ids", expanding=True)))
+    .order_by(BlockRow.section_text_id, BlockRow.index)
+)
+_HIT_ROWS_STMT = (
+    select(
+        ChunkRow.id,
+        ChunkRow.chunk_id,
+        ChunkRow.section_id,
+        ChunkRow.start,
+        ChunkRow.end,
+        ChunkRow.source_start,
+        ChunkRow.source_end,
+        ChunkRow.byte_start,
+        ChunkRow.byte_end,
+        ChunkRow.context_start,
+        ChunkRow.context_end,
+        DerivationRow.normalization_id,
+        DerivationRow.book_id,
+    )
+    .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+    .where(ChunkRow.id.in_(bindparam("ids", expanding=True)))
+)
+
+
+_PLACE_KEYS_STMT = (
+    select(
+        SectionRow.id,
+        SectionTextRow.normalization_id,
+        BookRow.sha256,
+        SectionRow.ordinal,
+        NormalizationRow.profile_fingerprint,
+        SectionRow.book_id,
+    )
+    .join(SectionTextRow, SectionTextRow.section_id == SectionRow.id)
+    .join(NormalizationRow, NormalizationRow.id == SectionTextRow.normalization_id)
+    .join(BookRow, BookRow.id == SectionRow.book_id)
+    .where(
+        SectionRow.id.in_(bindparam("sections", expanding=True)),
+        SectionTextRow.normalization_id.in_(bindparam("normalizations", expanding=True)),
+    )
+)
+
+
+def _block_rows(conn: Connection, text_ids: Sequence[int]) -> Iterable[Any]:
+    """Block rows of some section texts: through the DB-API cursor on SQLite (a large
+    section has thousands of blocks, and SQLAlchemy's rows cost ~3 µs each)."""
+    if conn.dialect.name != "sqlite":
+        return conn.execute(_BLOCKS_STMT, {"ids": list(text_ids)}).all()
+    marks = ",".join("?" * len(text_ids))
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(
+            'SELECT section_text_id, "index", kind, level, start, "end", source_start, '
+            f"source_end FROM blocks WHERE section_text_id IN ({marks}) "
+            'ORDER BY section_text_id, "index"',
+            list(text_ids),
+        )
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+class _PlaceCache:
+    """Section places across searches, keyed by what decides their content: the book's
+    SHA-256, the section ordinal and the normalization profile's fingerprint (never by
+    row ids, which SQLite may reuse). Bounded by entries and by characters held."""
+
+    def __init__(self, max_entries: int = PLACE_CACHE_ENTRIES, max_chars: int = PLACE_CACHE_CHARS):
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self._items: OrderedDict[tuple[str, int, str], SectionPlace] = OrderedDict()
+        self._chars = 0
+        self._bytes: dict[str, _ByteOffsets] = {}
+        self.book_lengths: dict[str, tuple[int, ...]] = {}  # book sha -> resource lengths
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _size(place: SectionPlace) -> int:
+        return len(place.source_text) + len(place.normalized_text)
+
+    def get(self, key: tuple[str, int, str]) -> SectionPlace | None:
+        with self._lock:
+            place = self._items.get(key)
+            if place is not None:
+                self._items.move_to_end(key)
+            return place
+
+    def put(self, key: tuple[str, int, str], place: SectionPlace) -> None:
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = place
+            self._chars += self._size(place)
+            while self._items and (
+                len(self._items) > self.max_entries or self._chars > self.max_chars
+            ):
+                _, old = self._items.popitem(last=False)
+                self._chars -= self._size(old)
+
+    def byte_offsets(self, lib: Library, sha: str) -> _ByteOffsets:
+        with self._lock:
+            found = self._bytes.get(sha)
+            if found is None:
+                found = self._bytes[sha] = _ByteOffsets(lib, sha)
+            return found
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes.clear()
+            self.book_lengths.clear()
+            self._chars = 0
+
+
+class _Places:
+    """SectionPlaces from stored rows for one search or locate call.
+
+    :meth:`prefetch` resolves many ``(section id, normalization id)`` pairs in one
+    query of small columns, then loads (texts, map, blocks, CFI table) only the
+    sections the library's :class:`_PlaceCache` does not hold yet.
+    """
+
+    def __init__(self, lib: Library, conn: Connection) -> None:
+        self._lib = lib
+        self._conn = conn
+        self._keys: dict[tuple[int, int], tuple[str, int, str, int]] = {}
+        self._books: dict[int, _BookFacts] = {}
+        # This call's own references: a section larger than the shared cache's budget
+        # is evicted at once, but must still serve the call that loaded it.
+        self._local: dict[tuple[str, int, str], SectionPlace] = {}
+
+    def _load_books(self, ids: Iterable[int]) -> None:
+        wanted = sorted({int(i) for i in ids} - set(self._books))
+        if not wanted:
+            return
+        cache = self._lib._places
+        for book_id, sha, title, fmt, file_name in self._conn.execute(_BOOKS_STMT, {"ids": wanted}):
+            lengths = cache.book_lengths.get(sha)
+            if lengths is None:
+                if fmt == "txt":  # one resource: the file (its sections are contiguous)
+                    end = self._conn.execute(_TXT_LENGTH_STMT, {"id": book_id}).scalar()
+                    lengths = (int(end or 0),)
+                else:  # one resource per spine document
+                    lengths = tuple(
+                        int(n)
+                        for n in self._conn.execute(_SPAN_LENGTHS_STMT, {"id": book_id}).scalars()
+                    )
+                cache.book_lengths[sha] = lengths
+            byte_offsets = cache.byte_offsets(self._lib, sha) if fmt == "txt" else None
+            self._books[int(book_id)] = _BookFacts(
+                sha, title, fmt, file_name, lengths, byte_offsets
+            )
+
+    def book(self, book_id: int) -> _BookFacts:
+        if book_id not in self._books:
+            self._load_books([book_id])
+        return self._books[book_id]
+
+    def prefetch(self, pairs: Iterable[tuple[int, int]]) -> None:
+        """Make the places of many ``(section id, normalization id)`` pairs ready."""
+        wanted = {(int(a), int(b)) for a, b in pairs} - set(self._keys)
+        if not wanted:
+            return
+        params = {
+            "sections": sorted({a for a, _ in wanted}),
+            "normalizations": sorted({b for _, b in wanted}),
+        }
+        for sid, nid, sha, ordinal, pfp, book_id in self._conn.execute(_PLACE_KEYS_STMT, params):
+            if (int(sid), int(nid)) in wanted:
+                self._keys[(int(sid), int(nid))] = (str(sha), int(ordinal), str(pfp), int(book_id))
+        cache = self._lib._places
+        missing = []
+        for pair in wanted:
+            key = self._keys.get(pair)
+            if key is None:
+                continue
+            found = cache.get(key[:3])
+            if found is None:
+                missing.append(pair)
+            else:
+                self._local[key[:3]] = found
+        if not missing:
+            return
+        params = {
+            "sections": sorted({a for a, _ in missing}),
+            "normalizations": sorted({b for _, b in missing}),
+        }
+        rows = [
+            row
+            for row in self._conn.execute(_SECTIONS_STMT, params)
+            if (int(row[0]), int(row[1])) in missing
+        ]
+        self._load_books(int(r[2]) for r in rows)
+        text_ids = [int(r[11]) for r in rows]
+        shift_of = {int(r[11]): int(r[7]) for r in rows}
+        blocks: dict[int, list[Block]] = {t: [] for t in text_ids}
+        if text_ids:
+            for t, i, kind, level, a, b, bs, be in _block_rows(self._conn, text_ids):
+                shift = shift_of[int(t)]
+                blocks[int(t)].append(
+                    Block(int(i), kind, int(a), int(b), int(bs) - shift, int(be) - shift, level)
+                )
+        for row in rows:
+            place = self._build(row, tuple(blocks[int(row[11])]))
+            key3 = self._keys[(int(row[0]), int(row[1]))][:3]
+            self._local[key3] = place
+            cache.put(key3, place)
+
+    def _build(self, row: Any, blocks: tuple[Block, ...]) -> SectionPlace:
+        (
+            _sid,
+            _nid,
+            book_id,
+            ordinal,
+            title,
+            href,
+            media_type,
+            ss,
+            u16,
+            source,
+            table,
+            _text_id,
+            norm,
+            omap,
+        ) = row
+        facts = self.book(int(book_id))
+        cfi = None
+        if table is not None:
+            from .importers.cfi import CfiDocument
+
+            cfi = CfiDocument.from_json(str(table), source)
+        is_txt = facts.format == "txt"
+        return SectionPlace(
+            book_format=facts.format,
+            book_title=facts.title,
+            ordinal=int(ordinal),
+            href=facts.file_name if is_txt else (href or ""),
+            media_type="text/plain" if is_txt else media_type,
+            title=title,
+            source_text=source,
+            normalized_text=norm,
+            offset_map=OffsetMap.from_bytes(omap),
+            blocks=blocks,
+            resource_source_lengths=facts.lengths,
+            resource_index=0 if is_txt else int(ordinal),
+            source_start=int(ss),
+            cfi=cfi,
+            utf16_source_start=int(u16),
+            byte_offset=facts.bytes,
+        )
+
+    def know_bytes(self, book_id: int, row: Any) -> None:
+        """Record a stored chunk's byte span (plain text) for its book's byte lookup."""
+        facts = self.book(int(book_id))
+        if facts.bytes is not None and row.byte_start is not None and row.byte_end is not None:
+            facts.bytes.known[int(row.source_start)] = int(row.byte_start)
+            facts.bytes.known[int(row.source_end)] = int(row.byte_end)
+
+    def get(self, section_id: int, normalization_id: int) -> SectionPlace:
+        pair = (int(section_id), int(normalization_id))
+        self.prefetch([pair])
+        key = self._keys.get(pair)
+        place = self._local.get(key[:3]) if key is not None else None
+        if place is None:
+            raise NotFoundError(
+                f"no section row {section_id} under normalization {normalization_id}"
+            )
+        return place
+
+
+def _chunk_locator(place: SectionPlace, c: Any, page_size: int) -> Locator:
+    """The Locator of a stored chunk row (with its parent span, if it has one)."""
+    context: tuple[int, int] | None = None
+    if c.context_start is not None and c.context_end is not None:
+        ls, le = place.offset_map.source_span(int(c.context_start), int(c.context_end))
+        context = (ls + place.source_start, le + place.source_start)
+    bytes_fn = place.byte_offset
+    if isinstance(bytes_fn, _ByteOffsets):
+        wanted = [int(c.source_start), int(c.source_end), *(context or ())]
+        if not bytes_fn.can(wanted):
+            place = replace(place, byte_offset=None)
+    return locate_span(
+        place,
+        int(c.source_start),
+        int(c.source_end),
+        normalized=(int(c.start), int(c.end)),
+        page_size=page_size,
+        chunk_id=str(c.chunk_id),
+        context=context,
+    )
+
+
+def _matches(place: SectionPlace, start: int, end: int, terms: QueryTerms) -> tuple[Match, ...]:
+    found = find_matches(place.normalized_text, start, end, terms)
+    if not found:
+        return ()
+    shift = place.source_start
+    starts = np.fromiter((a for a, _, _ in found), dtype=np.int64, count=len(found))
+    ends = np.fromiter((b for _, b, _ in found), dtype=np.int64, count=len(found))
+    src_s, src_e = place.offset_map.source_spans(starts, ends)
+    out: list[Match] = []
+    for (a, b, words), ls, le in zip(found, src_s.tolist(), src_e.tolist()):
+        out.append(
+            Match(
+                terms=words,
+                text=place.source_text[ls:le],
+                source_start=ls + shift,
+                source_end=le + shift,
+                utf16_start=place.to_utf16(ls + shift),
+                utf16_end=place.to_utf16(le + shift),
+                normalized_start=a,
+                normalized_end=b,
+            )
+        )
+    return tuple(out)
+
+
+def _build_hits(
+    lib: Library,
+    conn: Connection,
+    top: Sequence[Fused],
+    terms: QueryTerms,
+    mode: str,
+    page_size: int,
+) -> list[Hit]:
+    if not top:
+        return []
+    rows = conn.execute(_HIT_ROWS_STMT, {"ids": [f.id for f in top]}).all()
+    by_id = {int(r.id): r for r in rows}
+    places = _Places(lib, conn)
+    places.prefetch((int(r.section_id), int(r.normalization_id)) for r in rows)
+    for r in rows:
+        places.know_bytes(int(r.book_id), r)
+    hits: list[Hit] = []
+    for f in top:
+        found = by_id.get(f.id)
+        if found is None:
+            continue  # deleted since it was ranked
+        r = found
+        place = places.get(int(r.section_id), int(r.normalization_id))
+        facts = places.book(int(r.book_id))
+        scores = {
+            m: (ModeScore(*f.ranks[m]) if m in f.ranks else None) for m in ("lexical", "vector")
+        }
+        hits.append(
+            Hit(
+                rank=len(hits) + 1,
+                score=f.score,
+                scores=scores,
+                chunk=str(r.chunk_id),
+                book=facts.sha,
+                book_title=facts.title,
+                section=place.ordinal,
+                section_title=place.title,
+                locator=_chunk_locator(place, r, page_size),
+                matches=_matches(place, int(r.start), int(r.end), terms),
+                row_id=int(r.id),
+            )
+        )
+    return hits
