@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_chunk.py
 	$(PY) bench/bench_epub.py
 	$(PY) bench/bench_import.py
+	$(PY) bench/bench_search.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
