@@ -1,12 +1,14 @@
 """Load test of the HTTP API on 127.0.0.1 (a benchmark, not a test).
 
 Starts ``python -m mindory.serve`` (one uvicorn process) on a fresh library holding the
-three sample books, then runs CLIENTS concurrent clients (httpx, async, one connection
-each) for SECONDS seconds, each looping over a random mix of block pages, chunk pages
-and whole sections (source + normalized text + offset map) of those books. Meanwhile
-one import runs at all times: the corpus files (``../shared/corpus``, else the samples
-under new names) are uploaded one after another through ``POST /books`` and followed
-until each job has finished. Phase 2 adds search and locate to the mix.
+three sample books (imported and embedded), then runs CLIENTS concurrent clients (httpx,
+async, one connection each) for SECONDS seconds, each looping over a random mix of
+searches (``GET /search``, hybrid, words drawn from the books' own text, English and
+Chinese), locates (``GET /books/{id}/locate`` by CFI, by section + offset in code points
+or UTF-16, by chunk id) and block pages of those books. Meanwhile one import runs at all
+times: the corpus files (``../shared/corpus``, else the samples under new names) are
+uploaded one after another through ``POST /books`` and followed until each job has
+finished.
 
 Reports throughput and latency percentiles (overall and per kind), the imports done and
 the errors (any non-2xx answer or transport failure). Exits 1 if there was an error.
@@ -22,6 +24,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import statistics
@@ -29,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,23 +87,93 @@ async def _wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
             await asyncio.sleep(0.1)
 
 
+_WORD_RE = re.compile(r"[A-Za-z]{4,}")
+_HAN_RE = re.compile(r"[\u4e00-\u9fff]{2,}")
+
+
+def _queries(texts: list[str], rng: random.Random, n: int = 300) -> list[str]:
+    """Search queries drawn from the books' own chunks: 1–4 English words, or 2–6 Han
+    characters (so hits exist, and ranking has work to do)."""
+    out: list[str] = []
+    for _ in range(20 * n):
+        if len(out) >= n:
+            break
+        text = rng.choice(texts)
+        han = _HAN_RE.findall(text)
+        if han and rng.random() < 0.8:
+            run = rng.choice(han)
+            size = min(len(run), rng.randint(2, 6))
+            at = rng.randint(0, len(run) - size)
+            out.append(run[at : at + size])
+            continue
+        words = _WORD_RE.findall(text)
+        if words:
+            at = rng.randrange(len(words))
+            out.append(" ".join(words[at : at + rng.randint(1, 4)]))
+    return out
+
+
 async def _targets(base: str) -> list[dict[str, Any]]:
-    """Per book: id and, per section, its block page count."""
+    """Per book: id, per section its block page count and source length, chunk ids and
+    CFIs (EPUB), and search queries from its text."""
     out = []
-    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+    rng = random.Random(7)
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
         for book in (await client.get("/books")).json():
             sections = (await client.get(f"/books/{book['id']}/sections")).json()
+            chunks = (
+                await client.get(f"/books/{book['id']}/chunks", params={"limit": 5000})
+            ).json()["chunks"]
+            u16_start = {s["ordinal"]: s["utf16_start"] for s in sections}
             out.append(
                 {
                     "id": book["id"],
                     "title": book["title"],
                     "sections": [
-                        (s["ordinal"], max(1, -(-s["block_count"] // 20))) for s in sections
+                        (
+                            s["ordinal"],
+                            max(1, -(-s["block_count"] // 20)),
+                            s["source_end"] - s["source_start"],
+                        )
+                        for s in sections
                     ],
-                    "chunks": book["chunk_count"],
+                    "chunks": [c["id"] for c in chunks],
+                    "cfis": [c["cfi"] for c in chunks if c.get("cfi")],
+                    # chunk starts as (section, UTF-16 offset in it): never inside a pair
+                    "u16": [
+                        (c["section"], c["utf16_start"] - u16_start[c["section"]]) for c in chunks
+                    ],
+                    "queries": _queries([c["text"] for c in chunks], rng),
                 }
             )
     return out
+
+
+def _request(book: dict[str, Any], rng: random.Random) -> tuple[str, str, dict[str, Any]]:
+    """One request of the mix: (kind, url, params)."""
+    ordinal, pages, length = rng.choice(book["sections"])
+    roll = rng.random()
+    if roll < 0.35:
+        params: dict[str, Any] = {"q": rng.choice(book["queries"]), "k": 10}
+        if rng.random() < 0.5:
+            params["book"] = book["id"]
+        return "search", "/search", params
+    if roll < 0.65:
+        url = f"/books/{book['id']}/locate"
+        how = rng.random()
+        if how < 0.3 and book["cfis"]:
+            return "locate", url, {"cfi": rng.choice(book["cfis"])}
+        if how < 0.6:
+            return "locate", url, {"chunk": rng.choice(book["chunks"])}
+        if how < 0.75:
+            n, u16 = rng.choice(book["u16"])
+            return "locate", url, {"section": n, "offset": u16, "unit": "utf16"}
+        return "locate", url, {"section": ordinal, "offset": rng.randint(0, length)}
+    return (
+        "blocks",
+        f"/books/{book['id']}/sections/{ordinal}/blocks",
+        {"page": rng.randint(1, pages), "page_size": 20},
+    )
 
 
 async def _client(
@@ -110,21 +184,7 @@ async def _client(
         for _ in range(MAX_REQUESTS):
             if time.monotonic() >= until:
                 return
-            book = rng.choice(books)
-            ordinal, pages = rng.choice(book["sections"])
-            roll = rng.random()
-            if roll < 0.45:
-                kind = "blocks"
-                url = f"/books/{book['id']}/sections/{ordinal}/blocks"
-                params: dict[str, Any] = {"page": rng.randint(1, pages), "page_size": 20}
-            elif roll < 0.8:
-                kind = "chunks"
-                url = f"/books/{book['id']}/chunks"
-                params = {"section": ordinal, "limit": 20}
-            else:
-                kind = "section"
-                url = f"/books/{book['id']}/sections/{ordinal}"
-                params = {}
+            kind, url, params = _request(rng.choice(books), rng)
             t = time.perf_counter()
             try:
                 r = await client.get(url, params=params)
@@ -138,7 +198,11 @@ async def _client(
 
 
 async def _importer(
-    base: str, files: list[Path], until: float, done: list[dict[str, Any]], errors: list[str]
+    base: str,
+    files: Iterable[Path],
+    until: float,
+    done: list[dict[str, Any]],
+    errors: list[str],
 ) -> None:
     """One import at a time, back to back, until time is up or the files run out."""
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
@@ -168,18 +232,29 @@ async def _importer(
             )
 
 
-def _import_files(tmp: Path) -> list[Path]:
+MAX_IMPORTS = 200  # a bound on the import loop
+
+
+def _import_files(tmp: Path) -> Iterator[Path]:
+    """Files to upload one after another: the corpus (else the samples), the biggest
+    first; then its plain-text files again and again with k newlines appended (new
+    books each time), so that an import is running until the time is up."""
+    source = CORPUS if CORPUS.is_dir() else SAMPLES
+    files = sorted(book_files_in([source]), key=lambda p: -p.stat().st_size)
+    texts = [f for f in files if f.suffix == ".txt"]
+    count = 0
     if CORPUS.is_dir():
-        files = book_files_in([CORPUS])
-        return sorted(files, key=lambda p: -p.stat().st_size)  # the biggest first
-    # No corpus: the samples again, with a byte appended so they are new books.
-    out = []
-    for f in book_files_in([SAMPLES]):
-        if f.suffix == ".txt":
-            copy = tmp / f"again-{f.name}"
-            copy.write_bytes(f.read_bytes() + b"\n")
-            out.append(copy)
-    return out
+        for f in files:
+            count += 1
+            yield f
+    for k in range(1, MAX_IMPORTS):
+        for f in texts:
+            if count >= MAX_IMPORTS:
+                return
+            copy = tmp / f"again-{k}-{f.name}"
+            copy.write_bytes(f.read_bytes() + b"\n" * k)
+            count += 1
+            yield copy
 
 
 async def _run(args: argparse.Namespace, base: str, tmp: Path) -> dict[str, Any]:
@@ -192,7 +267,7 @@ async def _run(args: argparse.Namespace, base: str, tmp: Path) -> dict[str, Any]
     tasks = [
         asyncio.create_task(_client(base, books, until, stats, seed=k)) for k in range(args.clients)
     ]
-    files = [] if args.no_import else _import_files(tmp)
+    files: Iterable[Path] = [] if args.no_import else _import_files(tmp)
     importer = asyncio.create_task(_importer(base, files, until, imports, import_errors))
     await asyncio.gather(*tasks)
     elapsed = time.monotonic() - start
@@ -244,6 +319,7 @@ def main() -> int:
     with Library.open(db) as lib:
         for name in ("wasteland.epub", "qiaoshi-yanyi.txt", "news-from-nowhere.txt"):
             lib.import_book(SAMPLES / name)
+        lib.embed()
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(

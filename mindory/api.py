@@ -44,7 +44,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlsplit
 
 from fastapi import (
@@ -52,6 +52,7 @@ from fastapi import (
     Depends,
     FastAPI,
     File,
+    Form,
     Query,
     Request,
     Response,
@@ -71,6 +72,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import BookFormatError, DecodeError, LimitError, MindoryError, NotFoundError
+from .highlights import MAX_NOTE_CHARS, MAX_QUOTE_CHARS, UNSET, Unset
 from .importers.epub import read_package
 from .importers.epub_safety import ZIP_READ_ERRORS, CheckedArchive, open_checked, read_member
 from .jobs import Isolation, JobManager, ShuttingDown
@@ -320,6 +322,12 @@ class FolderListingOut(_Shape):
 class FolderImportIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    replaces: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        description="A book this file is a new edition of: its highlights are re-anchored.",
+    )
     path: str = Field(min_length=1, max_length=4096, description="Relative to the library folder.")
     size: int = Field(default=800, ge=20, le=100_000)
     overlap: int = Field(default=100, ge=0, le=50_000)
@@ -328,6 +336,180 @@ class FolderImportIn(BaseModel):
     copy_file: bool = Field(
         default=True, alias="copy", description="Store the bytes (true) or only the path."
     )
+
+
+class LocatorOut(_Shape):
+    """A Readium-style Locator with W3C selectors (docs/coordinates.md, DESIGN §4)."""
+
+    href: str
+    type: str
+    title: str
+    locations: dict[str, Any] = Field(
+        description="progression, totalProgression, position; EPUB: partialCfi, cfi, "
+        'cfi_epubjs; plain text: fragments (["char=start,end"]).'
+    )
+    text: dict[str, str] = Field(description="before / highlight / after: raw source text.")
+    source: dict[str, int] = Field(
+        description="start, end (code points), utf16Start, utf16End (UTF-16 units); "
+        "plain text: byteStart, byteEnd."
+    )
+    normalized: dict[str, int]
+    section: int
+    blocks: dict[str, int] | None
+    selectors: list[dict[str, Any]]
+
+
+class HitOut(_Shape):
+    rank: int
+    score: float
+    scores: dict[str, Any]
+    chunk: str
+    book: dict[str, str]
+    section: dict[str, Any]
+    locator: LocatorOut
+    matches: list[dict[str, Any]]
+
+
+class SearchOut(_Shape):
+    query: str
+    mode: str
+    k: int
+    filters: dict[str, Any]
+    terms: dict[str, Any]
+    embedding: dict[str, Any] | None
+    hits: list[HitOut]
+    warnings: list[str]
+    timings: dict[str, float]
+
+
+class LocateChunkOut(_Shape):
+    """A chunk of the place's section (without its text)."""
+
+    id: str
+    section: int
+    index: int
+    source_start: int
+    source_end: int
+    utf16_start: int
+    utf16_end: int
+
+
+class LocateOut(_Shape):
+    """A position → where it is: section, block, page, and the chunks containing it."""
+
+    book: str
+    bookTitle: str  # noqa: N815 - the JSON key
+    href: str
+    type: str
+    title: str
+    section: int
+    locations: dict[str, Any]
+    source: dict[str, int] = Field(description="position (code points), utf16Position, ...")
+    normalized: dict[str, int]
+    block: int | None
+    page: int | None
+    pageSize: int  # noqa: N815 - the JSON key
+    rangeEnd: int | None = Field(  # noqa: N815 - the JSON key
+        default=None, description="A range CFI: where the range ends (source code points)."
+    )
+    chunks: list[LocateChunkOut]
+
+
+class AnchorIn(BaseModel):
+    """A quote to calibrate, and where the assistant read it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    quote: str = Field(min_length=1, max_length=MAX_QUOTE_CHARS)
+    section: int | None = Field(
+        default=None, ge=0, le=1_000_000, description="Search this section."
+    )
+    chunk: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="The chunk the quote came from (id or unique prefix): searched first, "
+        "then its section.",
+    )
+    min_prefix: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_QUOTE_CHARS,
+        description="Shortest prefix (folded code points) that counts; default 16, 5 for CJK.",
+    )
+
+
+class CalibrationOut(_Shape):
+    book: str
+    method: str = Field(description="exact, normalized, prefix or rejected.")
+    quote: str = Field(description="The raw quote, as sent.")
+    exact: str | None = Field(description="The source text found (a slice of the book).")
+    section: int | None
+    source: dict[str, int] | None
+    quoteLength: int  # noqa: N815 - the JSON key
+    matchedLength: int  # noqa: N815 - the JSON key
+    caseInsensitive: bool  # noqa: N815 - the JSON key
+    occurrences: int
+    note: str
+    scope: dict[str, Any]
+    minPrefix: int  # noqa: N815 - the JSON key
+    locator: LocatorOut | None
+
+
+class AnnotationOut(_Shape):
+    """A highlight as a W3C Web Annotation, plus mindory's fields."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    context: str = Field(alias="@context")
+    type: str
+    id: str = Field(description="urn:uuid:…; the routes take it or the bare UUID.")
+    motivation: str
+    created: str
+    modified: str
+    body: list[dict[str, Any]]
+    target: dict[str, Any]
+    book: str
+    section: int | None
+    status: str = Field(description="anchored or orphaned.")
+    source: dict[str, int] | None
+    note: str | None
+    color: str
+    reanchored: dict[str, Any] | None
+
+
+class HighlightIn(BaseModel):
+    """Where to highlight: a section and a span, a range CFI, or a Locator."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    section: int | None = Field(default=None, ge=0, le=1_000_000)
+    start: int | None = Field(
+        default=None,
+        ge=0,
+        le=10**12,
+        description="Book source coordinates (as chunks' source_start / utf16_start).",
+    )
+    end: int | None = Field(default=None, ge=0, le=10**12)
+    unit: Literal["codepoint", "utf16"] = "codepoint"
+    cfi: str | None = Field(default=None, min_length=1, max_length=8192)
+    locator: dict[str, Any] | None = Field(
+        default=None, description="A Locator (section, source.start/end; text.highlight checked)."
+    )
+    exact: str | None = Field(
+        default=None, max_length=MAX_JSON_BODY_BYTES, description="Must equal the text there."
+    )
+    note: str | None = Field(default=None, max_length=MAX_NOTE_CHARS)
+    color: str | None = Field(default=None, min_length=1, max_length=32)
+
+
+class HighlightPatch(BaseModel):
+    """Fields to change; absent fields stay, a null note removes the note."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    note: str | None = Field(default=None, max_length=MAX_NOTE_CHARS)
+    color: str | None = Field(default=None, min_length=1, max_length=32)
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -816,6 +998,31 @@ BookRef = Annotated[
     ),
 ]
 SectionNo = Annotated[int, PathParam(ge=0, le=1_000_000, description="Section ordinal.")]
+HighlightRef = Annotated[
+    str,
+    PathParam(min_length=1, max_length=64, description="urn:uuid:… or the bare UUID."),
+]
+MAX_SEARCH_K = 100
+
+
+def _locator_span(locator: dict[str, Any]) -> tuple[int, int, int, str | None]:
+    """(section, source start, source end, text.highlight) of a Locator sent by a client."""
+    try:
+        section = locator["section"]
+        source = locator["source"]
+        start, end = source["start"], source["end"]
+    except (KeyError, TypeError) as exc:
+        raise _HTTPError(
+            422, "a locator needs section and source.start / source.end (code points)"
+        ) from exc
+    numbers = (section, start, end)
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in numbers):
+        raise _HTTPError(422, "a locator's section and source.start / source.end are integers")
+    text = locator.get("text")
+    quoted = text.get("highlight") if isinstance(text, dict) else None
+    return section, start, end, quoted if isinstance(quoted, str) else None
+
+
 Fingerprint = Annotated[
     str | None,
     Query(min_length=1, max_length=64, description="A derivation other than the current one."),
@@ -939,6 +1146,16 @@ def create_app(
         overlap: Annotated[int, Query(ge=0, le=50_000)] = 100,
         min_size: Annotated[int, Query(ge=0, le=100_000, description="Shortest tail.")] = 50,
         nfkc: Annotated[bool, Query(description="Normalize with NFKC, not NFC.")] = False,
+        replaces: Annotated[
+            str | None,
+            Form(
+                min_length=1,
+                max_length=512,
+                description="A book (ref) this file is a new edition of: every highlight "
+                "of that book is re-anchored onto the new one (the job's result reports "
+                "each under `reanchored`).",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Upload a book and import it in the background.
 
@@ -947,6 +1164,7 @@ def create_app(
         ends the job `failed`, naming the file; nothing is written then.
         """
         settings = _settings(size, overlap, min_size, nfkc)
+        old = lib.book(replaces).id if replaces is not None else None
         name = _safe_file_name(file.filename)
         if uploads is not None:
             uploads.mkdir(parents=True, exist_ok=True)
@@ -964,7 +1182,13 @@ def create_app(
                         )
                     out.write(block)
             job = jobs.submit(
-                dest, file_name=name, kind="upload", settings=settings, copy=True, cleanup=tmp
+                dest,
+                file_name=name,
+                kind="upload",
+                settings=settings,
+                copy=True,
+                cleanup=tmp,
+                replaces=old,
             )
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -1114,6 +1338,170 @@ def create_app(
             "chunks": [c.to_json() for c in items],
         }
 
+    # ------------------------------------------------------------------ search, locate
+
+    @api.get("/search", response_model=SearchOut, tags=["search"])
+    def search(
+        q: Annotated[str, Query(min_length=1, max_length=2000, description="The query.")],
+        book: Annotated[
+            str | None, Query(min_length=1, max_length=512, description="Only this book.")
+        ] = None,
+        section: Annotated[
+            int | None, Query(ge=0, le=1_000_000, description="Only this section (needs book).")
+        ] = None,
+        k: Annotated[int, Query(ge=1, le=MAX_SEARCH_K, description="Number of hits.")] = 10,
+        mode: Annotated[
+            Literal["hybrid", "lexical", "vector"],
+            Query(description="Fused ranks (default), full-text alone, or vectors alone."),
+        ] = "hybrid",
+        page_size: Annotated[int, Query(ge=1, le=1000, description="Blocks per page.")] = 20,
+    ) -> dict[str, Any]:
+        """Search the library; every hit is a chunk with its Locator and the source spans
+        of the query's words in it (`mindory search --json`)."""
+        return lib.search(
+            q, k=k, mode=mode, book=book, section=section, page_size=page_size
+        ).to_json()
+
+    @api.get(
+        "/books/{book}/locate",
+        response_model=LocateOut | LocatorOut,
+        response_model_exclude_unset=True,
+        tags=["search"],
+    )
+    def locate(
+        book: BookRef,
+        cfi: Annotated[
+            str | None, Query(min_length=1, max_length=8192, description="An EPUB CFI.")
+        ] = None,
+        section: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
+        offset: Annotated[
+            int | None,
+            Query(ge=0, le=10**12, description="From the start of the section's source text."),
+        ] = None,
+        unit: Annotated[
+            Literal["codepoint", "utf16"], Query(description="What `offset` counts.")
+        ] = "codepoint",
+        chunk: Annotated[
+            str | None, Query(min_length=1, max_length=64, description="A chunk id or prefix.")
+        ] = None,
+        page_size: Annotated[int, Query(ge=1, le=1000, description="Blocks per page.")] = 20,
+    ) -> dict[str, Any]:
+        """Where a place is (`mindory locate --json`): a CFI, or a section and an offset
+        in its source text → section, block, page, both CFIs or the `char=` fragment, and
+        the chunks containing it. With `chunk`: that chunk's Locator instead."""
+        if chunk is not None:
+            if cfi is not None or section is not None or offset is not None:
+                raise _HTTPError(422, "give a chunk, or a CFI, or a section and an offset")
+            return lib.locate_chunk(book, chunk, page_size=page_size).to_json()
+        if (cfi is None) == (section is None or offset is None) or (
+            cfi is not None and (section is not None or offset is not None)
+        ):
+            raise _HTTPError(422, "give a CFI, or a section and an offset (or a chunk)")
+        return lib.locate(
+            book,
+            cfi=cfi,
+            section=section,
+            offset=offset,
+            utf16=unit == "utf16",
+            page_size=page_size,
+        ).to_json()
+
+    # ------------------------------------------------------------------ anchors, highlights
+
+    @api.post("/books/{book}/anchors", response_model=CalibrationOut, tags=["highlights"])
+    def calibrate(book: BookRef, body: AnchorIn) -> dict[str, Any]:
+        """Quote calibration: where in the book a quote (an assistant's citation) is.
+
+        `method`: `exact` (it occurs literally), `normalized` (it occurs once whitespace,
+        line breaks, full/half width, quote marks, dashes and then case are folded),
+        `prefix` (only its longest prefix of at least `minPrefix` folded code points
+        occurs — 16, or 5 for mostly-CJK quotes), `rejected` (`exact`, `source` and
+        `locator` null). `exact` is always text of the book, never the quote; `quote` is
+        the quote as sent. A `chunk` is searched first, then its section; a `section`
+        alone; else the whole book.
+        """
+        return lib.calibrate_quote(
+            book, body.quote, section=body.section, chunk=body.chunk, min_prefix=body.min_prefix
+        ).to_json()
+
+    @api.get("/books/{book}/highlights", response_model=list[AnnotationOut], tags=["highlights"])
+    def list_highlights(
+        book: BookRef,
+        section: Annotated[
+            int | None, Query(ge=0, le=1_000_000, description="Anchored ones in this section.")
+        ] = None,
+        status: Annotated[Literal["anchored", "orphaned"] | None, Query()] = None,
+    ) -> list[dict[str, Any]]:
+        """The book's highlights as W3C Web Annotations, in reading order (orphans last)."""
+        return [h.to_json() for h in lib.highlights(book, section=section, status=status)]
+
+    @api.post(
+        "/books/{book}/highlights",
+        status_code=201,
+        response_model=AnnotationOut,
+        tags=["highlights"],
+    )
+    def create_highlight(book: BookRef, body: HighlightIn, response: Response) -> dict[str, Any]:
+        """Store a highlight: `section` + `start`/`end` (book source coordinates in `unit`
+        code points or UTF-16 units — as a chunk's `source_start` / `utf16_start`), or a
+        range `cfi` (EPUB), or a `locator`. `exact`, if sent, must be the text there.
+        Returns 201, the annotation and `Location`."""
+        section, start, end, exact = body.section, body.start, body.end, body.exact
+        unit = body.unit
+        if body.locator is not None:
+            if start is not None or end is not None or body.cfi is not None:
+                raise _HTTPError(422, "give a locator, or a span, or a CFI — one of them")
+            section, start, end, quoted = _locator_span(body.locator)
+            unit = "codepoint"
+            exact = exact if exact is not None else quoted
+        made = lib.add_highlight(
+            book,
+            section=section,
+            start=start,
+            end=end,
+            unit=unit,
+            cfi=body.cfi,
+            exact=exact,
+            note=body.note,
+            color=body.color,
+        )
+        response.headers["Location"] = f"/books/{made.book}/highlights/{made.id}"
+        return made.to_json()
+
+    @api.get(
+        "/books/{book}/highlights/{highlight}",
+        response_model=AnnotationOut,
+        tags=["highlights"],
+    )
+    def get_highlight(book: BookRef, highlight: HighlightRef) -> dict[str, Any]:
+        """One highlight."""
+        return lib.highlight(book, highlight).to_json()
+
+    @api.patch(
+        "/books/{book}/highlights/{highlight}",
+        response_model=AnnotationOut,
+        tags=["highlights"],
+    )
+    def update_highlight(
+        book: BookRef, highlight: HighlightRef, body: HighlightPatch
+    ) -> dict[str, Any]:
+        """Change the note and/or colour (absent: unchanged; `"note": null`: no note)."""
+        given = body.model_fields_set
+        if "color" in given and body.color is None:
+            raise _HTTPError(422, "a highlight always has a colour; send one, or leave it out")
+        note: str | None | Unset = body.note if "note" in given else UNSET
+        color: str | Unset = body.color if body.color is not None else UNSET
+        return lib.update_highlight(book, highlight, note=note, color=color).to_json()
+
+    @api.delete(
+        "/books/{book}/highlights/{highlight}",
+        response_model=AnnotationOut,
+        tags=["highlights"],
+    )
+    def delete_highlight(book: BookRef, highlight: HighlightRef) -> dict[str, Any]:
+        """Delete a highlight; returns it as it was."""
+        return lib.delete_highlight(book, highlight).to_json()
+
     # ------------------------------------------------------------------ jobs
 
     def existing_job(job_id: Annotated[str, PathParam(min_length=1, max_length=64)]) -> str:
@@ -1197,12 +1585,14 @@ def create_app(
         if target.suffix.lower() not in BOOK_SUFFIXES:
             raise _HTTPError(400, f"{body.path!r} is not an .epub or .txt file")
         settings = _settings(body.size, body.overlap, body.min_size, body.nfkc)
+        old = lib.book(body.replaces).id if body.replaces is not None else None
         job = jobs.submit(
             target,
             file_name=target.relative_to(root).as_posix(),
             kind="folder",
             settings=settings,
             copy=body.copy_file,
+            replaces=old,
         )
         response.headers["Location"] = f"/jobs/{job['id']}"
         return job

@@ -36,6 +36,7 @@ from sqlalchemy.engine import make_url
 
 from .chunking import chunk_book
 from .errors import MindoryError
+from .evidence import stats_command, sweep_command
 from .importers import load_book
 from .library import (
     ImportFailure,
@@ -47,6 +48,7 @@ from .library import (
     resolve_url,
 )
 from .records import ChunkSettings, NormalizeProfile, Settings
+from .serve import serve
 from .shapes import chunks_document
 
 console = Console()
@@ -259,6 +261,21 @@ def _say(line: str) -> None:
     err_console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
+def _say_reanchored(result: ImportResult) -> None:
+    """What a new edition did to the old one's highlights: counts, and every orphan."""
+    if not result.replaces:
+        return
+    counts: dict[str, int] = {}
+    for r in result.reanchored:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    told = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "none"
+    olds = ", ".join(sha[:12] for sha in result.replaces)
+    _say(f"mindory: new edition of {olds}: highlights re-anchored: {told}")
+    for r in result.reanchored:
+        if r.status == "orphaned":
+            _say(f"mindory: orphaned: {r.old_exact[:60]!r} (section {r.old_section}): {r.note}")
+
+
 def _status_style(status: str) -> str:
     return {"created": "green", "rederived": "cyan", "unchanged": "dim", "failed": "red"}.get(
         status, ""
@@ -269,6 +286,11 @@ def _status_style(status: str) -> str:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @_settings_options
 @click.option("--no-copy", is_flag=True, help="Store the files' paths, not their bytes.")
+@click.option(
+    "--replaces",
+    metavar="BOOK",
+    help="The file is a new edition of BOOK: re-anchor BOOK's highlights onto it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
 def import_(
@@ -279,23 +301,29 @@ def import_(
     min_size: int,
     nfkc: bool,
     no_copy: bool,
+    replaces: str | None,
     as_json: bool,
 ) -> None:
     """Import books: files, or folders searched recursively for .txt and .epub.
 
     A bad file is reported by name and skipped; the others are imported. Exits
-    with 1 if any file failed.
+    with 1 if any file failed. With --replaces (one file), the highlights of the
+    old edition move to the new one; each is reported (placed, or orphaned).
     """
     settings = _settings(size, overlap, min_size, nfkc)
     missing = [p for p in paths if not p.exists()]
     if missing:
         raise MindoryError("no such file or folder", path=str(missing[0]))
     files = book_files_in(paths)
+    if replaces is not None and len(files) != 1:
+        raise click.UsageError(f"--replaces takes one file, not {len(files)}")
     lib = _library(ctx)
     results: list[ImportResult | ImportFailure] = []
     show_progress = not as_json and err_console.is_terminal
     with _import_progress(show_progress, len(files)) as progress:
-        for item in lib.import_many(files, settings, copy=not no_copy, progress=progress):
+        for item in lib.import_many(
+            files, settings, copy=not no_copy, progress=progress, replaces=replaces
+        ):
             results.append(item)
             # One line each (soft wrap), above the progress bars.
             if isinstance(item, ImportFailure):
@@ -303,6 +331,8 @@ def import_(
             else:
                 for warning in item.warnings:
                     _say(f"mindory: warning: {item.path}: {warning}")
+                if not as_json:
+                    _say_reanchored(item)
     failed = sum(isinstance(r, ImportFailure) for r in results)
     if as_json:
         _print_json(
@@ -922,6 +952,14 @@ def where() -> None:
     ctx = click.get_current_context()
     url, path = resolve_url(ctx.find_root().obj.get("db"))
     click.echo(str(path) if path is not None else make_url(url).render_as_string())
+
+
+# mindory stats / mindory sweep: the evidence for choosing chunk settings (docs/evidence.md).
+main.add_command(stats_command)
+main.add_command(sweep_command)
+
+# mindory serve: the HTTP API and the reader page (mindory/serve.py, docs/api.md).
+main.add_command(serve)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -29,6 +29,11 @@ embedding). On SQLite, revision 0002 also creates the FTS5 index
 in step with ``chunks``; those are not models (SQLAlchemy cannot describe a
 virtual table), so the autogenerate comparison leaves them out
 (:data:`NOT_MODELS`).
+
+Highlights (revision 0003, docs/api.md) are the reader's own data: **highlights** holds
+each in source coordinates plus a W3C text quote, keyed to its book by the book's
+SHA-256 (no foreign key), so re-importing a file never touches them and a new edition
+takes them over with one update.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ __all__ = [
     "ChunkVectorRow",
     "DerivationRow",
     "EmbeddingRow",
+    "HighlightRow",
     "NormalizationRow",
     "SectionRow",
     "SectionTextRow",
@@ -319,3 +325,39 @@ class ChunkVectorRow(Base):
         RowId, ForeignKey("embeddings.id", ondelete="CASCADE"), primary_key=True, index=True
     )
     vector: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class HighlightRow(Base):
+    """A reader's highlight: source coordinates + W3C TextQuoteSelector (+ CFI for EPUB).
+
+    Keyed to its book by the book's SHA-256, not by row id (no foreign key): the same
+    file imported again finds its highlights, and a new edition takes them over with
+    one update of ``book_sha256``. ``edition_sha256`` is the book the coordinates
+    refer to — the book itself, or for an ``orphaned`` highlight the edition it was
+    last placed in. ``uid`` (32 hex digits) is the public id (``urn:uuid:…``).
+    """
+
+    __tablename__ = "highlights"
+    __table_args__ = (Index(None, "book_sha256", "section"),)
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
+    uid: Mapped[str] = mapped_column(String(32), unique=True)
+    book_sha256: Mapped[str] = mapped_column(String(64))
+    edition_sha256: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))  # "anchored" | "orphaned"
+    section: Mapped[int] = mapped_column(Integer)  # ordinal in the edition
+    href: Mapped[str | None]  # EPUB content document (None: plain text)
+    target: Mapped[str]  # the annotation's target.source: href, or the file name
+    source_start: Mapped[int]  # book source coordinates of the edition
+    source_end: Mapped[int]
+    utf16_start: Mapped[int]
+    utf16_end: Mapped[int]
+    exact: Mapped[str]
+    prefix: Mapped[str]  # 32 code points before (clipped at the section)
+    suffix: Mapped[str]  # 32 code points after
+    cfi: Mapped[str | None]  # EPUB: the specification's range CFI
+    note: Mapped[str | None]
+    color: Mapped[str] = mapped_column(String(32))
+    reanchored: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the last re-anchoring
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]

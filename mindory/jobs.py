@@ -86,6 +86,7 @@ class Job:
     settings: Settings
     copy: bool
     cleanup: Path | None  # a temporary folder to delete when the job ends
+    replaces: str | None = None  # a book (SHA-256) whose highlights move to this edition
     state: JobState = "queued"
     phase: str | None = None
     done: int = 0
@@ -110,6 +111,7 @@ class Job:
             "total": self.total,
             "progress": round(self.progress, 4),
             "fingerprint": self.settings.fingerprint,
+            "replaces": self.replaces,
             "created_at": self.created_at,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -129,7 +131,9 @@ def _child_init(url: str, progress: Any) -> None:
     _CHILD["progress"] = progress
 
 
-def _child_import(job_id: str, path: str, settings: Settings, copy: bool) -> tuple[Any, ...]:
+def _child_import(
+    job_id: str, path: str, settings: Settings, copy: bool, replaces: str | None = None
+) -> tuple[Any, ...]:
     """Import in the child; returns ("ok", result JSON) or ("error", kind, message, path)."""
     lib: Library = _CHILD["library"]
     channel = _CHILD["progress"]
@@ -138,7 +142,7 @@ def _child_import(job_id: str, path: str, settings: Settings, copy: bool) -> tup
         channel.put((job_id, phase, done, total))
 
     try:
-        result = lib.import_book(path, settings, copy=copy, progress=progress)
+        result = lib.import_book(path, settings, copy=copy, progress=progress, replaces=replaces)
     except MindoryError as exc:
         return ("error", type(exc).__name__, exc.message, exc.path)
     except SQLAlchemyError as exc:
@@ -193,8 +197,10 @@ class JobManager:
         settings: Settings | None = None,
         copy: bool = True,
         cleanup: Path | None = None,
+        replaces: str | None = None,
     ) -> dict[str, Any]:
-        """Queue an import of ``path``; returns the new job's JSON."""
+        """Queue an import of ``path``; returns the new job's JSON. ``replaces``: the
+        book (SHA-256) this file is a new edition of (its highlights are re-anchored)."""
         job = Job(
             id=secrets.token_hex(8),
             kind=kind,
@@ -203,6 +209,7 @@ class JobManager:
             settings=settings or Settings(),
             copy=copy,
             cleanup=cleanup,
+            replaces=replaces,
         )
         with self._lock:
             if self._closing:
@@ -349,6 +356,7 @@ class JobManager:
                 job.settings,
                 copy=job.copy,
                 progress=lambda p, d, t: self._progress_of(job, p, d, t),
+                replaces=job.replaces,
             )
         except MindoryError as exc:
             return ("error", type(exc).__name__, exc.message, exc.path)
@@ -361,7 +369,9 @@ class JobManager:
     def _import_in_child(self, job: Job) -> tuple[Any, ...]:
         pool = self._child_pool()
         try:
-            future = pool.submit(_child_import, job.id, str(job.path), job.settings, job.copy)
+            future = pool.submit(
+                _child_import, job.id, str(job.path), job.settings, job.copy, job.replaces
+            )
             return future.result()
         except BrokenProcessPool:
             self._drop_pool(pool)

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -56,6 +57,16 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from .anchoring import (
+    DEFAULT_MIN_PREFIX,
+    DEFAULT_MIN_PREFIX_CJK,
+    SectionHint,
+    SectionText,
+    StoredAnchor,
+    _is_cjk_text,
+    calibrate_quote,
+    reanchor_all,
+)
 from .chunking import chunk_book
 from .db import (
     FTS_TABLE,
@@ -66,6 +77,7 @@ from .db import (
     ChunkVectorRow,
     DerivationRow,
     EmbeddingRow,
+    HighlightRow,
     NormalizationRow,
     SectionRow,
     SectionTextRow,
@@ -73,7 +85,19 @@ from .db import (
 )
 from .embedders import Embedder, HashedNgramEmbedder, embed_text_for_chunk, get_embedder
 from .encoding import ByteIndex, decode_bytes
-from .errors import MindoryError, NotFoundError
+from .errors import LimitError, MindoryError, NotFoundError
+from .highlights import (
+    MAX_QUOTE_CHARS,
+    UNITS,
+    UNSET,
+    Calibration,
+    Highlight,
+    ReanchorReport,
+    Unset,
+    check_color,
+    check_note,
+    parse_highlight_id,
+)
 from .importers import load_book
 from .index import Manifest, VectorIndex, manifest_path
 from .locate import (
@@ -83,6 +107,7 @@ from .locate import (
     chunks_containing,
     locate_position,
     locate_span,
+    places_from_book,
     resolve_cfi,
 )
 from .offsets import OffsetMap, OffsetMapError, Utf16Index
@@ -110,10 +135,12 @@ __all__ = [
     "BlockInfo",
     "BlockPage",
     "BookInfo",
+    "Calibration",
     "ChunkInfo",
     "DerivationInfo",
     "EmbedResult",
     "EmbeddingInfo",
+    "Highlight",
     "Hit",
     "ImportFailure",
     "ImportResult",
@@ -121,6 +148,7 @@ __all__ = [
     "Library",
     "LocateResult",
     "ProgressFn",
+    "ReanchorReport",
     "SearchResult",
     "SectionDetail",
     "SectionInfo",
@@ -610,6 +638,9 @@ class ImportResult:
     warnings: tuple[str, ...] = ()
     timings: Mapping[str, float] = field(default_factory=dict)  # seconds per phase
     made_current: bool = False  # an existing derivation became the current one
+    # A new edition: the books whose highlights moved here, and what became of each.
+    replaces: tuple[str, ...] = ()
+    reanchored: tuple[ReanchorReport, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -626,6 +657,8 @@ class ImportResult:
             "made_current": self.made_current,
             "warnings": list(self.warnings),
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            "replaces": list(self.replaces),
+            "reanchored": [r.to_json() for r in self.reanchored],
         }
 
 
@@ -722,7 +755,13 @@ def _walk_toc(entries: Sequence[TocEntry], depth: int = 0) -> Iterator[tuple[Toc
 class Library:
     """A library of books in one database. Open with :meth:`open`; close when done."""
 
-    def __init__(self, engine: Engine, url: str, path: Path | None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        url: str,
+        path: Path | None,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    ) -> None:
         self.engine = engine
         self.url = url
         self.path = path  # the SQLite file (None for other databases)
@@ -737,6 +776,9 @@ class Library:
         self._index_lock = threading.RLock()
         self._has_fts: bool | None = None
         self._places = _PlaceCache()
+        self._texts = _TextCache()
+        self._busy_timeout_ms = busy_timeout_ms
+        self._aux: Engine | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -769,13 +811,31 @@ class Library:
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine, url, path)
+        return cls(engine, url, path, busy_timeout_ms)
 
     def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+        if self._aux is not None and self._aux is not self.engine:
+            self._aux.dispose()
+        self._aux = None
         self.engine.dispose()
+
+    def _aux_engine(self) -> Engine:
+        """A second connection pool, for reads made while a connection of the first is
+        held: the vector half of a hybrid search (on a worker thread) and a book file
+        read for byte offsets. Taking both from one pool deadlocks under load — every
+        pooled connection held by a request that waits for a second one (the HTTP
+        server runs 40 requests at once against a pool of 15) — until the pool's
+        timeout. Work on this pool never waits for the first one."""
+        with self._index_lock:
+            if self._aux is None:
+                if self.engine.dialect.name == "sqlite" and self.path is None:
+                    self._aux = self.engine  # in memory: a second engine is another database
+                else:
+                    self._aux = _make_engine(self.url, self._busy_timeout_ms)
+            return self._aux
 
     def __enter__(self) -> Library:
         return self
@@ -800,11 +860,18 @@ class Library:
         *,
         copy: bool = True,
         progress: ProgressFn | None = None,
+        replaces: str | None = None,
     ) -> ImportResult:
         """Import one file; see the module doc for what ``unchanged`` costs.
 
         ``copy=False`` stores the file's path instead of its bytes. Raises a
         MindoryError (naming the file) for bad input; nothing is written then.
+
+        A new edition: ``replaces`` names a book (any ref) this file is a changed
+        version of; every highlight of that book is re-anchored onto this one in the
+        same transaction, and the result reports each (``reanchored``). Without it, a
+        file that is a new book takes over the highlights of the other books sharing a
+        package identifier with it (EPUB ``dc:identifier``). The old book is kept.
         """
         settings = settings or Settings()
         report = progress or _no_progress
@@ -817,11 +884,12 @@ class Library:
         sha = hashlib.sha256(data).hexdigest()
         timings["read"] = perf_counter() - t_start
         report("read", 1, 1)
+        old = self._replaced_book(p, sha, replaces) if replaces is not None else None
 
         fingerprint = settings.fingerprint
         found = self._unchanged(p, sha, fingerprint, timings, t_start)
         if found is not None:
-            return found
+            return self._reanchor_stored(found, old) if old is not None else found
 
         report("parse", 0, 1)
         t = perf_counter()
@@ -859,15 +927,15 @@ class Library:
 
         t = perf_counter()
         try:
-            result = self._store(prepared, report)
+            result = self._store(prepared, report, old)
         except IntegrityError:
             # Another writer stored the same book first (possible without
             # SQLite's BEGIN IMMEDIATE, e.g. on PostgreSQL): look again.
             found = self._unchanged(p, sha, fingerprint, timings, t_start)
             if found is None:
-                result = self._store(prepared, report)
+                result = self._store(prepared, report, old)
             else:
-                return found
+                return self._reanchor_stored(found, old) if old is not None else found
         timings["write"] = perf_counter() - t
         timings["total"] = perf_counter() - t_start
         return _with_timings(result, timings)
@@ -879,13 +947,19 @@ class Library:
         *,
         copy: bool = True,
         progress: Callable[[Path], ProgressFn | None] | None = None,
+        replaces: str | None = None,
     ) -> Iterator[ImportResult | ImportFailure]:
         """Import files and folders (see :func:`book_files_in`), one transaction per
-        book; a bad file yields an :class:`ImportFailure` and the batch goes on."""
+        book; a bad file yields an :class:`ImportFailure` and the batch goes on.
+        ``replaces`` is passed to every :meth:`import_book` (meant for one file)."""
         for p in book_files_in(paths):
             try:
                 yield self.import_book(
-                    p, settings, copy=copy, progress=progress(p) if progress else None
+                    p,
+                    settings,
+                    copy=copy,
+                    progress=progress(p) if progress else None,
+                    replaces=replaces,
                 )
             except SQLAlchemyError:
                 raise  # the database, not the file: stop
@@ -930,7 +1004,9 @@ class Library:
             made_current=made_current,
         )
 
-    def _store(self, prepared: _Prepared, report: ProgressFn) -> ImportResult:
+    def _store(
+        self, prepared: _Prepared, report: ProgressFn, replaces: str | None = None
+    ) -> ImportResult:
         book, settings = prepared.book, prepared.settings
         chunks, byte_spans = prepared.chunks, prepared.byte_spans
         now = datetime.now(UTC)
@@ -958,8 +1034,17 @@ class Library:
                     if made_current:
                         _make_current(s, book_id, existing.id)
                     blocks = _block_total(s, existing.normalization_id)
-                    return _result(
-                        prepared, "unchanged", existing.chunk_count, blocks, toc_count, made_current
+                    moved = self._new_edition(s, prepared.book, "unchanged", replaces)
+                    return replace(
+                        _result(
+                            prepared,
+                            "unchanged",
+                            existing.chunk_count,
+                            blocks,
+                            toc_count,
+                            made_current,
+                        ),
+                        **moved,
                     )
                 status = "rederived"
                 section_ids = _check_sections(s, book_id, book)
@@ -991,8 +1076,11 @@ class Library:
                 ]
                 _insert_chunks(conn, rows)
                 report("write", min(lo + step, total_rows), total_rows)
+            moved = self._new_edition(s, book, status, replaces)
         report("write", total_rows, total_rows)
-        return _result(prepared, status, len(chunks), block_total, toc_count, False)
+        return replace(
+            _result(prepared, status, len(chunks), block_total, toc_count, False), **moved
+        )
 
     # ------------------------------------------------------------------ reading
 
@@ -1017,9 +1105,9 @@ class Library:
             derivations = _derivations_by_book(s, [row.id])
             return _book_info(row, bool(by_path), derivations.get(row.id, ()))
 
-    def book_file(self, ref: str) -> bytes:
+    def book_file(self, ref: str, *, _engine: Engine | None = None) -> bytes:
         """The original file's bytes (read from its path when it was not copied)."""
-        with self._read() as s:
+        with Session(_engine or self.engine, expire_on_commit=False) as s:
             row = _resolve_book(s, ref)
             file_row = s.get_one(BookFileRow, row.id)
             if file_row.data is not None:
@@ -1779,7 +1867,8 @@ class Library:
         filters: Filters,
         timings: dict[str, float],
     ) -> list[tuple[int, float]]:
-        with self.engine.connect() as conn:
+        # The caller holds a connection of the main pool: take this one from the other.
+        with self._aux_engine().connect() as conn:
             return self._vector_search(conn, embedding, query, n, filters, timings)
 
     def _vector_search(
@@ -1918,7 +2007,10 @@ class Library:
                             f"UTF-16 offset {offset} outside section {section} "
                             f"[0, {u16.utf16_length}]"
                         )
-                    local = u16.from_utf16(offset)
+                    try:
+                        local = u16.from_utf16(offset)
+                    except IndexError as exc:
+                        raise MindoryError(f"section {section}: {exc}") from exc
                 if not 0 <= local <= len(place.source_text):
                     raise MindoryError(
                         f"offset {offset} outside section {section} [0, {len(place.source_text)}]"
@@ -1941,26 +2033,408 @@ class Library:
         """The Locator of a chunk of the book (its id, or a unique prefix of it)."""
         with self.engine.connect() as conn, Session(bind=conn) as s:
             row = _resolve_book(s, ref)
-            found = s.execute(
-                select(ChunkRow, DerivationRow.normalization_id)
-                .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
-                .where(
-                    DerivationRow.book_id == row.id,
-                    ChunkRow.chunk_id.startswith(chunk.strip().lower(), autoescape=True),
-                )
-                .order_by(DerivationRow.is_current.desc(), ChunkRow.id)
-                .limit(3)
-            ).all()
-            if not found or not chunk.strip():
-                raise NotFoundError(f"{row.title!r} has no chunk {chunk!r}")
-            ids = {r[0].chunk_id for r in found}
-            if len(ids) > 1:
-                raise MindoryError(f"{chunk!r} starts {len(ids)} chunk ids; give more of it")
-            c, normalization_id = found[0]
+            c, normalization_id = _find_chunk(s, row, chunk)
             places = _Places(self, conn)
             place = places.get(int(c.section_id), int(normalization_id))
             places.know_bytes(int(row.id), c)
             return _chunk_locator(place, c, page_size)
+
+    # ------------------------------------------------------------------ quotes
+
+    def section_texts(self, ref: str, ordinals: Iterable[int] | None = None) -> list[SectionText]:
+        """The book's sections as :class:`~mindory.anchoring.SectionText` (all, or the
+        given ordinals), cached: their folded text is computed once."""
+        with self._read() as s:
+            return self._section_texts(s, _resolve_book(s, ref), ordinals)
+
+    def _section_texts(
+        self, s: Session, book: BookRow, ordinals: Iterable[int] | None = None
+    ) -> list[SectionText]:
+        wanted = None if ordinals is None else sorted(set(ordinals))
+        if wanted is not None:
+            for n in wanted:
+                if not 0 <= n < book.section_count:
+                    raise NotFoundError(
+                        f"{book.title!r} has no section {n} (sections 0–{book.section_count - 1})"
+                    )
+        every = wanted if wanted is not None else list(range(book.section_count))
+        found: dict[int, SectionText] = {}
+        missing: list[int] = []
+        for n in every:
+            cached = self._texts.get((book.sha256, n))
+            if cached is None:
+                missing.append(n)
+            else:
+                found[n] = cached
+        if missing:
+            rows = s.execute(
+                select(
+                    SectionRow.ordinal,
+                    SectionRow.source_text,
+                    SectionRow.source_start,
+                    SectionRow.href,
+                    SectionRow.title,
+                ).where(SectionRow.book_id == book.id, SectionRow.ordinal.in_(missing))
+            ).all()
+            for ordinal, text, start, href, title in rows:
+                st = SectionText(int(ordinal), text, int(start), href, title)
+                self._texts.put((book.sha256, int(ordinal)), st)
+                found[int(ordinal)] = st
+        return [found[n] for n in every if n in found]
+
+    def calibrate_quote(
+        self,
+        ref: str,
+        quote: str,
+        *,
+        section: int | None = None,
+        chunk: str | None = None,
+        min_prefix: int | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> Calibration:
+        """Find the exact source span of a quote (an assistant's citation) in a book.
+
+        Searched: the chunk's source text, then its section (``chunk``, an id or a
+        unique prefix; the chunk's span is the hint); or one ``section``; or every
+        section. :func:`mindory.anchoring.calibrate_quote` decides: ``exact``,
+        ``normalized``, ``prefix`` (at least ``min_prefix`` folded code points;
+        default 16, 5 for CJK) or ``rejected``. The answer never holds text that is
+        not in the book, and keeps the raw quote.
+        """
+        if len(quote) > MAX_QUOTE_CHARS:
+            raise LimitError(
+                f"the quote has {len(quote):,} characters; at most {MAX_QUOTE_CHARS:,}"
+            )
+        if min_prefix is not None and min_prefix < 1:
+            raise MindoryError(f"min_prefix must be 1 or more, not {min_prefix}")
+        chunk_ref: str | None = None
+        with self.engine.connect() as conn, Session(bind=conn) as s:
+            row = _resolve_book(s, ref)
+            hint: tuple[int, int] | None = None
+            items: list[SectionText]
+            if chunk is not None:
+                c, _normalization = _find_chunk(s, row, chunk)
+                chunk_ref = c.chunk_id
+                ordinal = int(
+                    s.execute(
+                        select(SectionRow.ordinal).where(SectionRow.id == c.section_id)
+                    ).scalar_one()
+                )
+                if section is not None and section != ordinal:
+                    raise MindoryError(
+                        f"chunk {c.chunk_id[:12]} is in section {ordinal}, not {section}"
+                    )
+                (st,) = self._section_texts(s, row, [ordinal])
+                a, b = c.source_start - st.source_start, c.source_end - st.source_start
+                piece = SectionText(ordinal, st.source_text[a:b], c.source_start, st.href, st.title)
+                items, hint, scope, searched = (
+                    [piece, st],
+                    (c.source_start, c.source_end),
+                    "chunk",
+                    ordinal,
+                )
+            elif section is not None:
+                items, scope, searched = self._section_texts(s, row, [section]), "section", section
+            else:
+                items, scope, searched = self._section_texts(s, row), "book", None
+            match = calibrate_quote(items, quote, hint=hint, min_prefix=min_prefix)
+            locator = None
+            if match.source_start is not None and match.source_end is not None:
+                assert match.section is not None
+                place = _place_of(self, s, conn, row, match.section)
+                locator = locate_span(
+                    place, match.source_start, match.source_end, page_size=page_size
+                )
+        floor = min_prefix
+        if floor is None:
+            floor = DEFAULT_MIN_PREFIX_CJK if _is_cjk_text(quote) else DEFAULT_MIN_PREFIX
+        return Calibration(
+            book=row.sha256,
+            match=match,
+            locator=locator,
+            scope=scope,
+            min_prefix=floor,
+            chunk=chunk_ref,
+            searched_section=searched,
+        )
+
+    # ------------------------------------------------------------------ highlights
+
+    def add_highlight(
+        self,
+        ref: str,
+        *,
+        section: int | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        unit: str = "codepoint",
+        cfi: str | None = None,
+        exact: str | None = None,
+        note: str | None = None,
+        color: str | None = None,
+    ) -> Highlight:
+        """Store a highlight: ``section`` + ``[start, end)`` in book source coordinates
+        (``unit`` ``codepoint`` or ``utf16``: as a chunk's ``source_*`` / ``utf16_*``;
+        plain text counts from the file's start, EPUB from the section's), or an EPUB
+        range ``cfi``. ``exact``, when given, must be the text there (a check against
+        stale positions). The quote, its 32-code-point context, both spans and the
+        CFI (EPUB) are stored."""
+        color = check_color(color)
+        note = check_note(note)
+        if unit not in UNITS:
+            raise MindoryError(f"unknown unit {unit!r}: use codepoint or utf16")
+        with self.engine.connect() as conn, Session(bind=conn) as s:
+            row = _resolve_book(s, ref)
+            if cfi is not None:
+                if start is not None or end is not None:
+                    raise MindoryError("give either a CFI or a span (start, end), not both")
+                if row.format != "epub":
+                    raise MindoryError(f"{row.title!r} is plain text: CFIs address EPUB books")
+                ordinal, start, end = _resolve_cfi_in(self, s, conn, row, cfi)
+                if section is not None and section != ordinal:
+                    raise MindoryError(f"the CFI points into section {ordinal}, not {section}")
+                section = ordinal
+                place = _place_of(self, s, conn, row, section)
+            else:
+                if section is None or start is None or end is None:
+                    raise MindoryError(
+                        "a highlight needs a section and a span (start, end), or a CFI"
+                    )
+                place = _place_of(self, s, conn, row, section)
+                if unit == "utf16":
+                    start, end = _from_utf16(place, start, end)
+            if start >= end:
+                raise MindoryError(f"the span [{start}, {end}) is empty: a highlight needs text")
+            if not place.source_start <= start < end <= place.source_end:
+                raise MindoryError(
+                    f"the span [{start}, {end}) is outside section {section} "
+                    f"[{place.source_start}, {place.source_end})"
+                )
+            loc = locate_span(place, start, end)
+            if exact is not None and loc.highlight != exact:
+                raise MindoryError(
+                    f"section {section} [{start}, {end}) holds {_clip(loc.highlight)!r}, "
+                    f"not the given quote {_clip(exact)!r}"
+                )
+        now = datetime.now(UTC)
+        values = _highlight_values(loc, row.sha256, row.format)
+        new = HighlightRow(
+            uid=uuid.uuid4().hex,
+            book_sha256=row.sha256,
+            status="anchored",
+            note=note,
+            color=color,
+            reanchored=None,
+            created_at=now,
+            updated_at=now,
+            **values,
+        )
+        with self._write() as w:
+            w.add(new)
+        return _highlight(new)
+
+    def highlights(
+        self, ref: str, *, section: int | None = None, status: str | None = None
+    ) -> list[Highlight]:
+        """The book's highlights in reading order (orphans last, by creation);
+        ``section``: the anchored ones in that section; ``status``: anchored/orphaned."""
+        if status is not None and status not in ("anchored", "orphaned"):
+            raise MindoryError(f"unknown status {status!r}: use anchored or orphaned")
+        with self._read() as s:
+            row = _resolve_book(s, ref)
+            q = select(HighlightRow).where(HighlightRow.book_sha256 == row.sha256)
+            if section is not None:
+                q = q.where(HighlightRow.section == section, HighlightRow.status == "anchored")
+            if status is not None:
+                q = q.where(HighlightRow.status == status)
+            q = q.order_by(
+                HighlightRow.status,
+                HighlightRow.section,
+                HighlightRow.source_start,
+                HighlightRow.source_end,
+                HighlightRow.created_at,
+                HighlightRow.id,
+            )
+            return [_highlight(h) for h in s.scalars(q)]
+
+    def highlight(self, ref: str, highlight: str) -> Highlight:
+        """One highlight of the book by its id (``urn:uuid:…`` or the bare UUID)."""
+        with self._read() as s:
+            return _highlight(_find_highlight(s, _resolve_book(s, ref), highlight))
+
+    def update_highlight(
+        self,
+        ref: str,
+        highlight: str,
+        *,
+        note: str | None | Unset = UNSET,
+        color: str | Unset = UNSET,
+    ) -> Highlight:
+        """Change a highlight's note (None clears it) and/or colour; the rest stays."""
+        new_note = note if isinstance(note, Unset) else check_note(note)
+        new_color = color if isinstance(color, Unset) else check_color(color)
+        with self._write() as w:
+            h = _find_highlight(w, _resolve_book(w, ref), highlight)
+            if not isinstance(new_note, Unset):
+                h.note = new_note
+            if not isinstance(new_color, Unset):
+                h.color = new_color
+            h.updated_at = datetime.now(UTC)
+            w.flush()
+            return _highlight(h)
+
+    def delete_highlight(self, ref: str, highlight: str) -> Highlight:
+        """Delete one highlight; returns it as it was."""
+        with self._write() as w:
+            h = _find_highlight(w, _resolve_book(w, ref), highlight)
+            out = _highlight(h)
+            w.delete(h)
+        return out
+
+    # ------------------------------------------------------------------ new editions
+
+    def _replaced_book(self, p: Path, sha: str, replaces: str) -> str:
+        """The SHA-256 of the book ``replaces`` names (a new edition must differ)."""
+        with self._read() as s:
+            row = _resolve_book(s, replaces)
+        if row.sha256 == sha:
+            raise MindoryError(
+                f"this is the very file of {row.title!r} ({sha[:12]}); "
+                "a new edition to replace it must differ",
+                path=str(p),
+            )
+        return row.sha256
+
+    def _new_edition(
+        self, s: Session, book: Book, status: ImportStatus, replaces: str | None
+    ) -> dict[str, Any]:
+        """Inside an import's write transaction: move the highlights of the book
+        ``replaces`` names — or, for a new book, of the books sharing a package
+        identifier with it — onto ``book``. The ImportResult fields to set."""
+        olds = [replaces] if replaces is not None else []
+        if not olds and status == "created":
+            olds = _same_identifiers(s, book)
+        if not olds:
+            return {}
+        places: dict[int, SectionPlace] = {}
+
+        def place(ordinal: int) -> SectionPlace:
+            if ordinal not in places:
+                places[ordinal] = places_from_book(book, only=ordinal)[0]
+            return places[ordinal]
+
+        texts = SectionText.from_book(book)
+        reports = self._move_highlights(s, olds, book.sha256, book.format, texts, place)
+        return {"replaces": tuple(olds), "reanchored": tuple(reports)}
+
+    def _reanchor_stored(self, result: ImportResult, old: str) -> ImportResult:
+        """An import that found its file already stored, with ``replaces``: move the
+        old book's highlights onto it in a transaction of their own."""
+        with self._write() as w:
+            row = _resolve_book(w, result.book)
+            conn = w.connection()
+            places: dict[int, SectionPlace] = {}
+
+            def place(ordinal: int) -> SectionPlace:
+                if ordinal not in places:
+                    places[ordinal] = _place_of(self, w, conn, row, ordinal)
+                return places[ordinal]
+
+            texts = self._section_texts(w, row)
+            reports = self._move_highlights(w, [old], row.sha256, row.format, texts, place)
+        return replace(result, replaces=(old,), reanchored=tuple(reports))
+
+    def _move_highlights(
+        self,
+        s: Session,
+        olds: Sequence[str],
+        new_sha: str,
+        new_format: str,
+        new_texts: Sequence[SectionText],
+        new_place: Callable[[int], SectionPlace],
+    ) -> list[ReanchorReport]:
+        """Re-anchor every highlight of the books ``olds`` onto the book ``new_sha``
+        (inside the caller's write transaction) and move them to it; one report each.
+
+        A placed highlight gets the new coordinates, quote, context and CFI; an orphan
+        keeps its old place and quote (``edition`` still names the book they refer to)
+        and is listed under the new book as ``orphaned``. The old sections are given to
+        re-anchoring as text when their book is still here (landmarks carry positions
+        over precisely), else as ordinal + href.
+        """
+        rows = list(
+            s.scalars(
+                select(HighlightRow)
+                .where(HighlightRow.book_sha256.in_(list(olds)))
+                .order_by(HighlightRow.id)
+            )
+        )
+        if not rows:
+            return []
+        by_edition: dict[str, list[HighlightRow]] = {}
+        for h in rows:
+            by_edition.setdefault(h.edition_sha256, []).append(h)
+        now = datetime.now(UTC)
+        reports: dict[int, ReanchorReport] = {}
+        for edition, group in by_edition.items():
+            ed_row = s.scalar(select(BookRow).where(BookRow.sha256 == edition))
+            hints: list[SectionText | SectionHint] = []
+            wanted = sorted({h.section for h in group})
+            if ed_row is not None:
+                known = [n for n in wanted if 0 <= n < ed_row.section_count]
+                hints.extend(self._section_texts(s, ed_row, known))
+                wanted = [n for n in wanted if n not in known]
+            hrefs = {h.section: h.href for h in group}
+            hints.extend(SectionHint(ordinal=n, href=hrefs[n]) for n in wanted)
+            anchors = [
+                StoredAnchor(
+                    section=h.section,
+                    source_start=h.source_start,
+                    source_end=h.source_end,
+                    exact=h.exact,
+                    prefix=h.prefix,
+                    suffix=h.suffix,
+                    href=h.href,
+                    id=h.uid,
+                )
+                for h in group
+            ]
+            for h, r in zip(group, reanchor_all(anchors, hints, new_texts), strict=True):
+                report = ReanchorReport(
+                    id=h.uid,
+                    status=r.status,
+                    confidence=r.confidence,
+                    note=r.note,
+                    old_book=h.book_sha256,
+                    old_section=h.section,
+                    old_source=(h.source_start, h.source_end),
+                    old_exact=h.exact,
+                    new_book=new_sha,
+                    changed=r.changed,
+                    edits=r.edits,
+                )
+                if r.placed:
+                    assert r.section is not None
+                    assert r.source_start is not None and r.source_end is not None
+                    loc = locate_span(new_place(r.section), r.source_start, r.source_end)
+                    for key, value in _highlight_values(loc, new_sha, new_format).items():
+                        setattr(h, key, value)
+                    h.status = "anchored"
+                    report = replace(
+                        report,
+                        new_section=loc.section,
+                        new_source=(loc.source_start, loc.source_end),
+                        new_utf16=(loc.utf16_start, loc.utf16_end),
+                        new_exact=loc.highlight,
+                    )
+                else:
+                    h.status = "orphaned"
+                h.book_sha256 = new_sha
+                h.reanchored = report.stored(now)
+                h.updated_at = now
+                reports[h.id] = report
+        s.flush()
+        return [reports[h.id] for h in rows]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -3102,15 +3576,22 @@ class _ByteOffsets:
         self.known: dict[int, int] = {}
         self._index: ByteIndex | None = None
         self._tried = False
+        # Shared across request threads: one decodes, the others wait for its index
+        # (they must not see "tried, no index" while it is being built).
+        self._lock = threading.Lock()
 
     def _load(self) -> ByteIndex | None:
-        if not self._tried:
-            self._tried = True
-            try:
-                data = self._lib.book_file(self._sha)
-                self._index = ByteIndex(data, decode_bytes(data))
-            except MindoryError:
-                self._index = None
+        if self._tried:
+            return self._index
+        with self._lock:
+            if not self._tried:
+                try:
+                    # Called while the caller holds a pooled connection: use the other pool.
+                    data = self._lib.book_file(self._sha, _engine=self._lib._aux_engine())
+                    self._index = ByteIndex(data, decode_bytes(data))
+                except MindoryError:
+                    self._index = None
+                self._tried = True
         return self._index
 
     def can(self, positions: Iterable[int]) -> bool:
@@ -3542,3 +4023,212 @@ def _build_hits(
             )
         )
     return hits
+
+
+# --------------------------------------------------------------------------- quotes, highlights
+
+TEXT_CACHE_ENTRIES = 512
+TEXT_CACHE_CHARS = 32_000_000
+
+
+class _TextCache:
+    """Section texts (with their folded form, once computed) by (book SHA-256, ordinal):
+    folding a 7 MB section costs about half a second. Bounded in entries and characters."""
+
+    def __init__(
+        self, max_entries: int = TEXT_CACHE_ENTRIES, max_chars: int = TEXT_CACHE_CHARS
+    ) -> None:
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[str, int], SectionText] = OrderedDict()
+        self._chars = 0
+
+    def get(self, key: tuple[str, int]) -> SectionText | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, int], text: SectionText) -> None:
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._chars -= len(old.source_text)
+            self._items[key] = text
+            self._chars += len(text.source_text)
+            while len(self._items) > 1 and (
+                len(self._items) > self.max_entries or self._chars > self.max_chars
+            ):
+                _, dropped = self._items.popitem(last=False)
+                self._chars -= len(dropped.source_text)
+
+
+def _find_chunk(s: Session, row: BookRow, chunk: str) -> tuple[ChunkRow, int]:
+    """A chunk of the book by id or unique id prefix (the current derivation's first):
+    the row and its derivation's normalization id."""
+    found = s.execute(
+        select(ChunkRow, DerivationRow.normalization_id)
+        .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+        .where(
+            DerivationRow.book_id == row.id,
+            ChunkRow.chunk_id.startswith(chunk.strip().lower(), autoescape=True),
+        )
+        .order_by(DerivationRow.is_current.desc(), ChunkRow.id)
+        .limit(3)
+    ).all()
+    if not found or not chunk.strip():
+        raise NotFoundError(f"{row.title!r} has no chunk {chunk!r}")
+    ids = {r[0].chunk_id for r in found}
+    if len(ids) > 1:
+        raise MindoryError(f"{chunk!r} starts {len(ids)} chunk ids; give more of it")
+    c, normalization_id = found[0]
+    return c, int(normalization_id)
+
+
+def _section_id(s: Session, row: BookRow, ordinal: int) -> int:
+    section_id = s.scalar(
+        select(SectionRow.id).where(SectionRow.book_id == row.id, SectionRow.ordinal == ordinal)
+    )
+    if section_id is None:
+        raise NotFoundError(
+            f"{row.title!r} has no section {ordinal} (sections 0–{row.section_count - 1})"
+        )
+    return int(section_id)
+
+
+def _place_of(
+    lib: Library, s: Session, conn: Connection, row: BookRow, ordinal: int
+) -> SectionPlace:
+    """The place of a section under the book's current derivation."""
+    derivation = _derivation(s, row, None)
+    return _Places(lib, conn).get(_section_id(s, row, ordinal), derivation.normalization_id)
+
+
+def _resolve_cfi_in(
+    lib: Library, s: Session, conn: Connection, row: BookRow, cfi: str
+) -> tuple[int, int, int]:
+    """An EPUB CFI of the book → (section ordinal, source start, source end)."""
+    from .importers.cfi import CfiError
+
+    derivation = _derivation(s, row, None)
+    places = _Places(lib, conn)
+    with_tables = [
+        places.get(i, derivation.normalization_id)
+        for i in s.scalars(
+            select(SectionRow.id).where(
+                SectionRow.book_id == row.id, SectionRow.cfi_table.is_not(None)
+            )
+        )
+    ]
+    try:
+        return resolve_cfi(with_tables, cfi)
+    except CfiError as exc:
+        raise MindoryError(f"{row.title!r}: {exc}") from exc
+
+
+def _from_utf16(place: SectionPlace, start: int, end: int) -> tuple[int, int]:
+    """Book UTF-16 positions of a section → book code point positions."""
+    base = place.to_utf16(place.source_start)
+    index = Utf16Index(place.source_text)
+    out = []
+    for u in (start, end):
+        try:
+            out.append(place.source_start + index.from_utf16(u - base))
+        except IndexError as exc:
+            raise MindoryError(
+                f"UTF-16 position {u} of section {place.ordinal}: {exc} "
+                f"(the section spans [{base}, {base + index.utf16_length}])"
+            ) from exc
+    return out[0], out[1]
+
+
+def _clip(text: str, n: int = 40) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _highlight_values(loc: Locator, sha: str, fmt: str) -> dict[str, Any]:
+    """The columns of a highlight placed at ``loc`` in the book ``sha``."""
+    return {
+        "edition_sha256": sha,
+        "section": loc.section,
+        "href": loc.href if fmt == "epub" else None,
+        "target": loc.href,
+        "source_start": loc.source_start,
+        "source_end": loc.source_end,
+        "utf16_start": loc.utf16_start,
+        "utf16_end": loc.utf16_end,
+        "exact": loc.highlight,
+        "prefix": loc.quote_prefix,
+        "suffix": loc.quote_suffix,
+        "cfi": loc.cfi,
+    }
+
+
+def _highlight(h: HighlightRow) -> Highlight:
+    return Highlight(
+        id=h.uid,
+        book=h.book_sha256,
+        edition=h.edition_sha256,
+        format="epub" if h.href is not None else "txt",
+        status="orphaned" if h.status == "orphaned" else "anchored",
+        section=h.section,
+        href=h.href,
+        target=h.target,
+        source_start=h.source_start,
+        source_end=h.source_end,
+        utf16_start=h.utf16_start,
+        utf16_end=h.utf16_end,
+        exact=h.exact,
+        prefix=h.prefix,
+        suffix=h.suffix,
+        cfi=h.cfi,
+        note=h.note,
+        color=h.color,
+        created=_utc(h.created_at),
+        modified=_utc(h.updated_at),
+        reanchored=h.reanchored,
+    )
+
+
+def _utc(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; they were UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _find_highlight(s: Session, row: BookRow, ref: str) -> HighlightRow:
+    uid = parse_highlight_id(ref)
+    found = (
+        s.scalar(
+            select(HighlightRow).where(
+                HighlightRow.uid == uid, HighlightRow.book_sha256 == row.sha256
+            )
+        )
+        if uid is not None
+        else None
+    )
+    if found is None:
+        raise NotFoundError(f"{row.title!r} has no highlight {ref!r}")
+    return found
+
+
+def _same_identifiers(s: Session, book: Book) -> list[str]:
+    """Other books sharing a package identifier with ``book`` that have highlights."""
+    idents = {i.strip() for i in book.identifiers if i and i.strip()}
+    if not idents:
+        return []
+    rows = s.execute(
+        select(BookRow.sha256, BookRow.identifiers).where(
+            BookRow.sha256 != book.sha256, BookRow.format == book.format
+        )
+    ).all()
+    sharing = [sha for sha, theirs in rows if idents & {str(i).strip() for i in theirs or ()}]
+    if not sharing:
+        return []
+    marked = set(
+        s.scalars(
+            select(HighlightRow.book_sha256).where(HighlightRow.book_sha256.in_(sharing)).distinct()
+        )
+    )
+    return sorted(sha for sha in sharing if sha in marked)

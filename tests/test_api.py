@@ -549,6 +549,12 @@ def test_security_headers(client: TestClient) -> None:
     assert r.headers["x-frame-options"] == "SAMEORIGIN"
 
 
+def test_mindory_serve_is_a_command() -> None:
+    result = CliRunner().invoke(cli_main, ["serve", "--help"])
+    assert result.exit_code == 0, result.output
+    assert "--host" in result.output and "--library-folder" in result.output
+
+
 def test_serve_refuses_public_bind_without_token(tmp_path: Path) -> None:
     assert is_loopback("127.0.0.1") and is_loopback("127.3.4.5") and is_loopback("::1")
     assert is_loopback("localhost") and is_loopback("[::1]")

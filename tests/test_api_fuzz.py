@@ -5,8 +5,10 @@ Chinese text). Every generated request — valid and invalid parameters, random 
 hrefs and job ids, multipart uploads of random bytes — must get a response that is not a
 5xx and conforms to the declared schema (status code, content type, body shape).
 
-Two passes: one where book refs are drawn from the real books (so section, block, chunk
-and resource routes are exercised past the lookup), one fully random (including DELETE).
+Two passes: one where book refs (and highlight ids) are drawn from the real books (so
+section, block, chunk, resource, locate, anchor and highlight routes are exercised past
+the lookup), one fully random (including DELETE). Search, locate and quote calibration
+run over the real texts (the libraries are embedded, so hybrid search fuses both lists).
 Bounded by MINDORY_FUZZ_EXAMPLES (default 25) examples per operation and phase.
 """
 
@@ -108,7 +110,12 @@ def _libraries() -> Iterator[None]:
     for app in (_REAL_APP, _RANDOM_APP):
         lib = app.state.library
         for f in ("wasteland.epub", "qiaoshi-yanyi.txt"):
-            lib.import_book(SAMPLES / f)
+            book = lib.import_book(SAMPLES / f).book
+            n = min(1, lib.book(book).section_count - 1)
+            base = lib.section(book, n).info.source_start
+            for k in range(3):  # a few highlights to read, change (and delete)
+                lib.add_highlight(book, section=n, start=base + 100 * k, end=base + 100 * k + 40)
+        lib.embed()
     yield
     for app in (_REAL_APP, _RANDOM_APP):
         app.state.jobs.close(wait=True)
@@ -119,6 +126,26 @@ def _libraries() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def books() -> dict[str, Any]:
     return {b.format: b for b in _REAL_APP.state.library.books()}
+
+
+@pytest.fixture(scope="module")
+def chunk_ids(books: dict[str, Any]) -> dict[str, list[str]]:
+    lib = _REAL_APP.state.library
+    return {b.id: [c.id[:12] for c in lib.chunks(b.id, limit=50)] for b in books.values()}
+
+
+@pytest.fixture(scope="module")
+def spans(books: dict[str, Any]) -> dict[str, list[tuple[int, int]]]:
+    lib = _REAL_APP.state.library
+    return {
+        b.id: [(x.source_start, x.source_end) for x in lib.sections(b.id)] for b in books.values()
+    }
+
+
+@pytest.fixture(scope="module")
+def highlight_ids(books: dict[str, Any]) -> dict[str, list[str]]:
+    lib = _REAL_APP.state.library
+    return {b.id: [h.annotation_id for h in lib.highlights(b.id)] for b in books.values()}
 
 
 HREFS = st.sampled_from(
@@ -136,7 +163,14 @@ HREFS = st.sampled_from(
 @real.parametrize()
 @real.given(data=st.data())
 @FUZZ_SETTINGS
-def test_fuzz_with_real_books(case: Any, data: st.DataObject, books: dict[str, Any]) -> None:
+def test_fuzz_with_real_books(
+    case: Any,
+    data: st.DataObject,
+    books: dict[str, Any],
+    highlight_ids: dict[str, list[str]],
+    chunk_ids: dict[str, list[str]],
+    spans: dict[str, list[tuple[int, int]]],
+) -> None:
     negative_path = case.meta is not None and case.meta.is_negative_at(ParameterLocation.PATH)
     params = case.path_parameters
     if params and "book" in params and not negative_path:
@@ -149,8 +183,43 @@ def test_fuzz_with_real_books(case: Any, data: st.DataObject, books: dict[str, A
             params["book"] = book.id
             if "n" in params and data.draw(st.integers(0, 3), label="real section") > 0:
                 params["n"] = data.draw(st.integers(0, book.section_count - 1), label="section")
+            if "highlight" in params and data.draw(st.integers(0, 3), label="real id") > 0:
+                params["highlight"] = data.draw(
+                    st.sampled_from(highlight_ids[book.id]), label="highlight"
+                )
         if case.query and "fingerprint" in case.query and data.draw(st.booleans()):
             del case.query["fingerprint"]
+        negative_query = case.meta is not None and case.meta.is_negative_at(ParameterLocation.QUERY)
+        if case.path.endswith("/locate") and not negative_query and data.draw(st.booleans()):
+            # One of the three valid forms (random queries rarely give exactly one).
+            book = next(b for b in books.values() if b.id == params["book"])
+            how = data.draw(st.sampled_from(["offset", "chunk"]), label="locate by")
+            if how == "offset":
+                case.query = {
+                    "section": data.draw(st.integers(0, book.section_count - 1)),
+                    "offset": data.draw(st.integers(0, 2000)),
+                    "unit": data.draw(st.sampled_from(["codepoint", "utf16"])),
+                }
+            else:
+                case.query = {"chunk": data.draw(st.sampled_from(chunk_ids[book.id]))}
+        negative_body = case.meta is not None and case.meta.is_negative_at(ParameterLocation.BODY)
+        if (
+            case.method.upper() == "POST"
+            and case.path.endswith("/highlights")
+            and not negative_body
+            and data.draw(st.booleans())
+        ):
+            # A span that exists, now and then (random ones are almost never inside a section).
+            book = next(b for b in books.values() if b.id == params["book"])
+            n = data.draw(st.integers(0, book.section_count - 1), label="section")
+            lo, hi = spans[book.id][n]
+            start = data.draw(st.integers(lo, max(lo, hi - 1)), label="start")
+            case.body = {
+                "section": n,
+                "start": start,
+                "end": data.draw(st.integers(start, min(hi, start + 500)), label="end"),
+                "note": data.draw(st.none() | st.text(max_size=20), label="note"),
+            }
     case.call_and_validate(excluded_checks=excluded(case))
 
 
@@ -167,8 +236,19 @@ def test_fuzzing_reached_the_library(books: dict[str, Any]) -> None:
     assert not [s for s in seen if s[2] >= 500]
     book_ids = [b.id for b in books.values()]
     ok = [(m, p) for m, p, status in _REAL.seen if status == 200]
-    for part in ("/sections/", "/blocks", "/chunks", "/resources/", "/file"):
+    for part in (
+        "/sections/",
+        "/blocks",
+        "/chunks",
+        "/resources/",
+        "/file",
+        "/locate",
+        "/anchors",
+        "/highlights/",
+    ):
         assert any(part in p and any(b in p for b in book_ids) for _, p in ok), part
+    assert any(p == "/search" for _, p in ok)
+    assert any(m == "POST" and "/highlights" in p and status == 201 for m, p, status in seen)
     assert any(m == "POST" and status == 202 for m, _p, status in seen)
     statuses = {status for _m, _p, status in seen}
     assert {200, 202, 404, 422} <= statuses, statuses

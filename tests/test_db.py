@@ -39,6 +39,7 @@ TABLES = {
     "chunks",
     "embeddings",
     "chunk_vectors",
+    "highlights",
 }
 
 

@@ -1,13 +1,17 @@
 """The reader page (GET /) in headless Chromium, against a real server on 127.0.0.1.
 
 Imports the sample EPUB and the Chinese text (Big5-HKSCS, with characters outside the
-BMP) through the HTTP API, then ``tests/browser/reader_page.mjs`` clicks books, types in
-the search box and clicks hits, as a reader would. For every hit the text the page paints
-(read back from the CSS highlight registry) must equal the chunk's source slice — for the
-EPUB inside the section's own XHTML in an iframe, for plain text inside the <pre> — also
-after characters outside the BMP, where UTF-16 positions and code points part ways. User
+BMP) through the HTTP API and embeds them, then ``tests/browser/reader_page.mjs`` clicks
+books, types English and Chinese queries in the search box (the page asks ``GET /search``)
+and clicks hits, as a reader would. For every hit the text the page paints (read back
+from the CSS highlight registry) must equal the hit's ``locator.text.highlight`` — the
+answer of ``GET /search`` for the same query — and the chunk's source slice: for the EPUB
+inside the section's own XHTML in an iframe, for plain text inside the <pre>, also after
+characters outside the BMP, where UTF-16 positions and code points part ways. User
 selections (set programmatically and dragged with the mouse) must come back as exact
-(section, UTF-16 span, code-point span, quote) triples.
+(section, UTF-16 span, code-point span, quote) triples; saved ones are stored through
+``POST /books/{id}/highlights``, listed again after a reload of the page, and painted
+exactly.
 
 The screenshot goes to a temporary folder, or to docs/reader.png with
 ``MINDORY_UPDATE_SCREENSHOT=1`` (that is how the committed one was made).
@@ -81,6 +85,7 @@ def test_reader_page_highlights_exact_spans(tmp_path: Path) -> None:
         txt_job = upload_and_wait(client, SAMPLES / "qiaoshi-yanyi.txt")
         assert epub_job["state"] == txt_job["state"] == "succeeded", (epub_job, txt_job)
         epub_id, txt_id = epub_job["result"]["book"], txt_job["result"]["book"]
+        app.state.library.embed()  # hybrid search: words and vectors
 
         def chunks(book: str) -> list[dict[str, Any]]:
             r = client.get(f"/books/{book}/chunks", params={"limit": 5000})
@@ -127,9 +132,14 @@ def test_reader_page_highlights_exact_spans(tmp_path: Path) -> None:
             txt_chunks[-1],
         ]
         picked_epub = [epub_chunks[0], epub_chunks[len(epub_chunks) // 2], epub_chunks[-1]]
+        modes = ["hybrid", "lexical"]
         clicks = [
-            {"book": epub_id, "query": _query(c["text"]), "chunk": c["id"]} for c in picked_epub
-        ] + [{"book": txt_id, "query": _query(c["text"], 8), "chunk": c["id"]} for c in picked_txt]
+            {"book": epub_id, "query": _query(c["text"]), "chunk": c["id"], "mode": modes[k % 2]}
+            for k, c in enumerate(picked_epub)
+        ] + [
+            {"book": txt_id, "query": _query(c["text"], 8), "chunk": c["id"], "mode": modes[k % 2]}
+            for k, c in enumerate(picked_txt)
+        ]
 
         # Selections: in the Chinese text across and after a character outside the BMP,
         # one starting inside a surrogate pair; in the EPUB inside the iframe.
@@ -146,6 +156,11 @@ def test_reader_page_highlights_exact_spans(tmp_path: Path) -> None:
             {"book": epub_id, "section": 0, "start": 1000, "end": 1234},
         ]
         drags = [{"book": txt_id, "section": astral_sec_no, "start": u - 4, "end": u + 25}]
+        saves = [
+            {"book": txt_id, "section": astral_sec_no, "start": u + 40, "end": u + 52,
+             "note": "天啟年間", "color": "blue"},
+            {"book": epub_id, "section": 0, "start": 2000, "end": 2100, "note": "", "color": "pink"},
+        ]  # fmt: skip
 
         update = os.environ.get("MINDORY_UPDATE_SCREENSHOT") == "1"
         shot = (ROOT / "docs" / "reader.png") if update else (tmp_path / "reader.png")
@@ -156,6 +171,7 @@ def test_reader_page_highlights_exact_spans(tmp_path: Path) -> None:
                 "clicks": clicks,
                 "selections": selections,
                 "drags": drags,
+                "saves": saves,
                 "screenshot": {
                     "path": str(shot),
                     "book": txt_id,
@@ -164,16 +180,31 @@ def test_reader_page_highlights_exact_spans(tmp_path: Path) -> None:
                 },
             }
         )
+        # What GET /search answers for the same queries (the page asked the same).
+        answers = []
+        for step in clicks:
+            r = client.get(
+                "/search",
+                params={"q": step["query"], "book": step["book"], "k": 30, "mode": step["mode"]},
+            )
+            assert r.status_code == 200, r.text
+            answers.append(next(h for h in r.json()["hits"] if h["chunk"] == step["chunk"]))
+        stored = {a["id"]: a for a in client.get(f"/books/{txt_id}/highlights").json()} | {
+            a["id"]: a for a in client.get(f"/books/{epub_id}/highlights").json()
+        }
 
     assert out["page_errors"] == [], out["page_errors"]
 
-    # Every clicked hit: painted text == the chunk's source slice, scrolled into view.
+    # Every clicked hit: painted text == the hit's locator.text.highlight == the chunk's
+    # source slice, scrolled into view.
     picked = [(epub_id, c) for c in picked_epub] + [(txt_id, c) for c in picked_txt]
     assert len(out["clicks"]) == len(picked)
-    for (book, c), result in zip(picked, out["clicks"]):
+    for (book, c), result, answer in zip(picked, out["clicks"], answers, strict=True):
         info = result["info"]
         expected = source_slice(book, c)
         assert result["hits"] >= 1
+        assert result["hit"]["locator"] == answer["locator"]
+        assert info["expected"] == answer["locator"]["text"]["highlight"] == expected
         assert info["chunkId"] == c["id"]
         assert info["matchesSource"] is True, "the DOM text of the section differs from its source"
         assert info["text"] == expected, (
@@ -217,12 +248,46 @@ def test_reader_page_highlights_exact_spans(tmp_path: Path) -> None:
     assert epub_sel["exact"] == epub_sec["source_text"][1000:1234]  # ASCII: units = points
     assert epub_sel["href"] == epub_sec["href"]
 
-    # A mouse drag across the astral character: consistent, whatever the pixels hit.
+    # A mouse drag across the astral character: consistent, whatever the pixels hit, and
+    # stored on the server as exactly that span.
     drag = out["drags"][0]
     assert drag["highlight"] is not None
     check_highlight(drag["highlight"], txt_id)
-    assert drag["saved"] == drag["highlight"]
     assert any(ord(ch) > 0xFFFF for ch in drag["highlight"]["exact"])
+    saved_pairs = [(drag, txt_id, {"note": None, "color": "yellow"})] + [
+        (done, step["book"], {"note": step["note"] or None, "color": step["color"]})
+        for done, step in zip(out["saves"], saves, strict=True)
+    ]
+    for done, book, want in saved_pairs:
+        sel, ann = done["highlight"], done["saved"]
+        check_highlight(sel, book)
+        assert ann["book"] == book and ann["status"] == "anchored"
+        assert ann["section"] == sel["section"]
+        assert ann["target"]["selector"][0] == {
+            "type": "TextQuoteSelector",
+            "exact": sel["exact"],
+            "prefix": sel["prefix"],
+            "suffix": sel["suffix"],
+        }
+        assert ann["source"] == {
+            "start": sel["start"],
+            "end": sel["end"],
+            "utf16Start": sel["utf16Start"],
+            "utf16End": sel["utf16End"],
+        }
+        assert (ann["note"], ann["color"]) == (want["note"], want["color"])
+        assert stored[ann["id"]] == ann  # what the server keeps
+    assert stored[out["saves"][1]["saved"]["id"]]["target"]["selector"][2]["value"].startswith(
+        "epubcfi("
+    )
+    # After a reload the page lists them again (GET .../highlights) and paints them exactly.
+    assert len(out["read_back"]) == len(saved_pairs)
+    for (done, _book, _want), back in zip(saved_pairs, out["read_back"], strict=True):
+        exact = done["saved"]["target"]["selector"][0]["exact"]
+        assert back["id"] == done["saved"]["id"]
+        assert back["listed"] == done["saved"]
+        assert exact in back["painted"]
+        assert back["opened"] == exact
 
     assert out["screenshot"] == str(shot)
     assert shot.is_file() and 10_000 < shot.stat().st_size < MAX_SCREENSHOT_BYTES

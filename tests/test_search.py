@@ -559,3 +559,17 @@ def test_embed_with_an_embedder_object_records_a_spec_that_recreates_it(fresh: L
     assert result.embedding.spec == "hashed:128" and result.embedding.dim == 128
     with Library.open(fresh.path) as other:  # another process: recreated from the spec
         assert other.search("cruellest", k=1, mode="vector").hits
+
+
+def test_without_fts_lexical_search_scans_with_like(lib: Library) -> None:
+    """What other databases (no FTS5) do: LIKE per term, ranked by matched terms."""
+    before = lib._has_fts
+    lib._has_fts = False
+    try:
+        result = lib.search("Parliament House Dung Market", k=5, mode="lexical")
+    finally:
+        lib._has_fts = before
+    assert result.hits
+    top = result.hits[0].locator.highlight.lower()
+    assert all(w in top for w in ("parliament", "house", "dung", "market"))
+    assert [m.text for m in result.hits[0].matches]

@@ -16,9 +16,12 @@
 // Everything a test needs is on `window.mindoryReader` (see the end of this file).
 
 const HIT = 'mindory-hit'
+const MATCH = 'mindory-match'
 const SAVED = 'mindory-saved'
+// Colours a highlight may have (the server's names); each is painted by its own registry entry.
+const COLORS = { yellow: '#ffe17a', green: '#a5e3b0', blue: '#a9d3ff', pink: '#ffb8d2', purple: '#d6c0ff', orange: '#ffc98a' }
 const QUOTE_CHARS = 32 // prefix / suffix of a saved highlight, in code points (as the server)
-const SEARCH_LIMIT = 200
+const SEARCH_K = 30 // hits asked of GET /search
 const CHUNK_PAGE = 5000
 
 const $ = sel => document.querySelector(sel)
@@ -31,8 +34,12 @@ const state = {
     view: null, // {kind: 'epub'|'text', doc, win, root}
     chunks: new Map(), // book id -> chunk list (all of the current derivation)
     hits: [],
+    search: null, // the last GET /search answer
     highlight: null, // {hit, range}
-    saved: [], // highlights made in this page (phase 2 stores them on the server)
+    saved: [], // the open book's highlights (W3C annotations from GET /books/{id}/highlights)
+    savedBook: null,
+    lastSaved: null, // {selection, annotation} of the last saveSelection()
+    pending: null, // the last text selection in the chapter (typing a note takes the focus)
     busy: 0,
 }
 
@@ -64,6 +71,10 @@ async function request(path, options = {}) {
 }
 
 const getJSON = async path => (await request(path)).json()
+
+const sendJSON = async (method, path, body) => (await request(path, {
+    method, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+})).json()
 
 const bookPath = id => `/books/${encodeURIComponent(id)}`
 const resourceURL = (id, href) =>
@@ -202,11 +213,18 @@ function paint(name, ranges, view = state.view) {
     else reg.set(name, makeHighlight(view, ranges))
 }
 
+function highlightStyle() {
+    let css = `::highlight(${SAVED}){background-color:${COLORS.green};color:inherit}`
+    for (const [name, colour] of Object.entries(COLORS))
+        css += `::highlight(${SAVED}-${name}){background-color:${colour};color:inherit}`
+    return css +
+        `::highlight(${HIT}){background-color:#ffd54f;color:inherit}` +
+        `::highlight(${MATCH}){background-color:#f5a623;color:inherit}`
+}
+
 function injectHighlightStyle(doc) {
     const style = doc.createElementNS('http://www.w3.org/1999/xhtml', 'style')
-    style.textContent =
-        `::highlight(${HIT}){background-color:#ffd54f;color:inherit}` +
-        `::highlight(${SAVED}){background-color:#a5e3b0;color:inherit}`
+    style.textContent = highlightStyle()
     ;(doc.head || doc.documentElement).appendChild(style)
 }
 
@@ -261,6 +279,7 @@ async function openBook(id, { section = null } = {}) {
             btn.classList.toggle('active', btn.dataset.book === book.id)
         renderToc(book)
         $('#search').value = ''
+        await loadHighlights(book.id)
         await openSection(section ?? firstSection(book))
         return book
     })
@@ -344,6 +363,8 @@ async function render(book, section) {
         $('#pane').scrollTop = 0
         state.view = { kind: 'text', doc: document, win: window, root: pre }
     }
+    state.pending = null
+    watchSelection(state.view.doc)
     const text = viewText()
     state.view.matchesSource = text === section.source_text
     if (!state.view.matchesSource)
@@ -374,7 +395,7 @@ async function bookChunks(bookId) {
     return all
 }
 
-/** A chunk as a hit: what openHit needs (phase 2's search hits carry the same). */
+/** A chunk as a hit (the section's chunk list, shown while the search box is empty). */
 function chunkHit(bookId, c) {
     return {
         book: bookId,
@@ -387,6 +408,34 @@ function chunkHit(bookId, c) {
         sourceEnd: c.source_end,
         cfi: c.cfi || null,
         text: c.text,
+        highlight: null,
+        matches: [],
+    }
+}
+
+/**
+ * A hit of GET /search: its Locator says where (section, UTF-16 and code-point spans in
+ * the book's source coordinates, the CFI for EPUB) and what (`text.highlight`, the exact
+ * source text); `matches` are the query's words inside it, with their own spans.
+ */
+function searchHit(h) {
+    const loc = h.locator
+    return {
+        book: h.book.id,
+        bookTitle: h.book.title,
+        section: loc.section,
+        chunkId: h.chunk,
+        rank: h.rank,
+        index: null,
+        utf16Start: loc.source.utf16Start,
+        utf16End: loc.source.utf16End,
+        sourceStart: loc.source.start,
+        sourceEnd: loc.source.end,
+        cfi: loc.locations.cfi || null,
+        text: loc.text.highlight,
+        highlight: loc.text.highlight,
+        matches: h.matches.map(m => ({ utf16Start: m.source.utf16Start, utf16End: m.source.utf16End })),
+        locator: loc,
     }
 }
 
@@ -395,47 +444,61 @@ async function showSectionChunks() {
     const section = state.section
     const page = await getJSON(`${bookPath(book.id)}/chunks?section=${section.ordinal}&limit=${CHUNK_PAGE}`)
     $('#hits-title').textContent = `Chunks in this section (${page.chunks.length})`
-    showHits(page.chunks.map(c => chunkHit(book.id, c)), '')
+    showHits(page.chunks.map(c => chunkHit(book.id, c)))
 }
 
-async function search(query) {
+/** Search (GET /search) the open book, or every book when none is open. */
+async function search(query, { mode = null, k = SEARCH_K } = {}) {
     const q = query.trim()
-    if (!state.book) return []
     if (!q) {
-        await showSectionChunks()
+        if (state.book && state.section) await showSectionChunks()
         return state.hits
     }
-    const book = state.book
-    const chunks = await bookChunks(book.id)
-    const needle = q.toLocaleLowerCase()
-    const found = []
-    for (const c of chunks) {
-        if (c.text.toLocaleLowerCase().includes(needle)) found.push(chunkHit(book.id, c))
-        if (found.length >= SEARCH_LIMIT) break
-    }
-    $('#hits-title').textContent = `Chunks containing “${q}” (${found.length}${found.length >= SEARCH_LIMIT ? '+' : ''})`
-    showHits(found, q)
+    const params = new URLSearchParams({ q, k: String(k), mode: mode || $('#search-mode').value || 'hybrid' })
+    if (state.book) params.set('book', state.book.id)
+    const result = await busy(() => getJSON(`/search?${params}`))
+    if ($('#search').value.trim() !== q && document.activeElement === $('#search')) return state.hits // typed on
+    state.search = result
+    const found = result.hits.map(searchHit)
+    const where = state.book ? 'this book' : 'all books'
+    $('#hits-title').textContent = `“${q}” in ${where}: ${found.length} hit${found.length === 1 ? '' : 's'} (${result.mode})`
+    if (result.warnings.length) setStatus(result.warnings.join('; '))
+    showHits(found)
     return found
 }
 
-function snippet(text, query) {
+/** A hit's text around its first matched word, the words in it marked (UTF-16 spans). */
+function snippet(hit) {
     const span = document.createElement('span')
-    const flat = text.replace(/\s+/g, ' ')
-    if (!query) {
-        span.textContent = flat.slice(0, 120) + (flat.length > 120 ? '…' : '')
+    const text = hit.text
+    const flat = t => t.replace(/\s+/g, ' ')
+    const spans = (hit.matches || [])
+        .map(m => [m.utf16Start - hit.utf16Start, m.utf16End - hit.utf16Start])
+        .filter(([a, b]) => a >= 0 && b <= text.length && a < b)
+    if (!spans.length) {
+        const all = flat(text)
+        span.textContent = all.slice(0, 120) + (all.length > 120 ? '…' : '')
         return span
     }
-    const at = flat.toLocaleLowerCase().indexOf(query.toLocaleLowerCase())
-    if (at < 0) return snippet(text, '')
-    const from = Math.max(0, at - 40)
-    const mark = document.createElement('mark')
-    mark.textContent = flat.slice(at, at + query.length)
-    span.append((from > 0 ? '…' : '') + flat.slice(from, at), mark,
-        flat.slice(at + query.length, at + query.length + 60) + '…')
+    const from = Math.max(0, spans[0][0] - 40)
+    const to = Math.min(text.length, from + 180)
+    if (from > 0) span.append('…')
+    let pos = from
+    for (const [a0, b0] of spans) {
+        const a = Math.max(a0, pos)
+        const b = Math.min(b0, to)
+        if (b <= a) continue
+        span.append(flat(text.slice(pos, a)))
+        const mark = document.createElement('mark')
+        mark.textContent = flat(text.slice(a, b))
+        span.append(mark)
+        pos = b
+    }
+    span.append(flat(text.slice(pos, to)) + (to < text.length ? '…' : ''))
     return span
 }
 
-function showHits(hits, query) {
+function showHits(hits) {
     state.hits = hits
     const ol = $('#hits')
     ol.replaceChildren()
@@ -446,10 +509,14 @@ function showHits(hits, query) {
         btn.className = 'hit'
         btn.dataset.chunk = hit.chunkId
         btn.dataset.section = hit.section
+        btn.dataset.rank = hit.rank ?? ''
         const where = document.createElement('span')
         where.className = 'where'
-        where.textContent = `§${hit.section} · chunk ${hit.index} · UTF-16 ${hit.utf16Start}–${hit.utf16End}`
-        btn.append(where, snippet(hit.text, query))
+        where.textContent = (hit.rank ? `#${hit.rank} · ` : '') +
+            (hit.bookTitle && (!state.book || state.book.id !== hit.book) ? `${hit.bookTitle} · ` : '') +
+            `§${hit.section}` + (hit.index !== null && hit.index !== undefined ? ` · chunk ${hit.index}` : '') +
+            ` · UTF-16 ${hit.utf16Start}–${hit.utf16End}`
+        btn.append(where, snippet(hit))
         btn.addEventListener('click', () => openHit(hit).catch(() => {}))
         li.append(btn)
         ol.append(li)
@@ -465,9 +532,16 @@ async function openHit(hit) {
         const range = rangeFromUtf16(state.view.doc, state.view.root, hit.utf16Start - base, hit.utf16End - base)
         state.highlight = { hit, range }
         paint(HIT, [range])
+        const words = []
+        for (const m of hit.matches || []) {
+            try {
+                words.push(rangeFromUtf16(state.view.doc, state.view.root, m.utf16Start - base, m.utf16End - base))
+            } catch { /* outside the section */ }
+        }
+        paint(MATCH, words)
         scrollToRange(range)
         for (const btn of document.querySelectorAll('#hits button'))
-            btn.classList.toggle('active', btn.dataset.chunk === hit.chunkId)
+            btn.classList.toggle('active', Boolean(hit.chunkId) && btn.dataset.chunk === hit.chunkId)
         setStatus(`§${hit.section} UTF-16 [${hit.utf16Start}, ${hit.utf16End}) — code points [${hit.sourceStart}, ${hit.sourceEnd})`)
         return highlightInfo()
     })
@@ -490,6 +564,14 @@ function highlightedText() {
     return h ? [...h].map(r => r.toString()).join('') : null
 }
 
+/** The words of the query painted inside the open hit. */
+function matchedWords() {
+    const view = state.view
+    const reg = view && registry(view)
+    const h = reg && reg.get(MATCH)
+    return h ? [...h].map(r => r.toString()) : []
+}
+
 function highlightInfo() {
     if (!state.highlight) return null
     const { hit, range } = state.highlight
@@ -499,7 +581,10 @@ function highlightInfo() {
         chunkId: hit.chunkId,
         utf16Start: hit.utf16Start,
         utf16End: hit.utf16End,
+        rank: hit.rank ?? null,
+        expected: hit.highlight, // the Locator's text.highlight (search hits)
         text: highlightedText(),
+        matchedWords: matchedWords(),
         visible: isRangeVisible(range),
         view: state.view.kind,
         matchesSource: state.view.matchesSource,
@@ -564,47 +649,169 @@ function selectionToHighlight() {
     }
 }
 
+// ------------------------------------------------------------------ stored highlights
+
+/** The open book's highlights from the server (W3C Web Annotations). */
+async function loadHighlights(bookId) {
+    state.saved = await getJSON(`${bookPath(bookId)}/highlights`)
+    state.savedBook = bookId
+    renderHighlights()
+    return state.saved
+}
+
+const bodyValue = (a, purpose) => (a.body.find(b => b.purpose === purpose) || {}).value ?? null
+
+function renderHighlights() {
+    const ol = $('#highlights')
+    ol.replaceChildren()
+    for (const a of state.saved) {
+        const li = document.createElement('li')
+        li.className = 'saved'
+        const btn = document.createElement('button')
+        btn.type = 'button'
+        btn.className = 'hit'
+        btn.dataset.highlight = a.id
+        const where = document.createElement('span')
+        where.className = 'where'
+        const colour = bodyValue(a, 'highlighting') || 'yellow'
+        const swatch = document.createElement('i')
+        swatch.className = 'swatch'
+        swatch.style.background = COLORS[colour] || colour
+        if (a.status === 'orphaned') {
+            li.classList.add('orphaned')
+            where.append(swatch, `orphaned — not found in this edition`)
+            btn.disabled = true
+        } else {
+            where.append(swatch, `§${a.section} · code points ${a.source.start}–${a.source.end}`)
+            btn.addEventListener('click', () => openHighlight(a).catch(() => {}))
+        }
+        const quote = document.createElement('span')
+        const exact = a.target.selector[0].exact
+        quote.textContent = exact.length > 100 ? exact.slice(0, 100) + '…' : exact
+        btn.append(where, quote)
+        const note = bodyValue(a, 'commenting')
+        if (note) {
+            const small = document.createElement('small')
+            small.textContent = note
+            btn.append(small)
+        }
+        const del = document.createElement('button')
+        del.type = 'button'
+        del.className = 'delete'
+        del.title = 'Delete this highlight'
+        del.textContent = '×'
+        del.addEventListener('click', () => deleteHighlight(a.id).catch(() => {}))
+        li.append(btn, del)
+        ol.append(li)
+    }
+    $('#highlights-note').textContent = state.saved.length
+        ? `${state.saved.length} saved (stored on the server as W3C Web Annotations).`
+        : 'Select text in the chapter, then “Highlight selection”.'
+}
+
+/** Remember the last selection in the chapter: a click into the note field takes it away. */
+function watchSelection(doc) {
+    if (doc.mindoryWatched) return
+    doc.mindoryWatched = true
+    doc.addEventListener('selectionchange', () => {
+        if (!state.view || state.view.doc !== doc) return
+        const h = selectionToHighlight()
+        if (h) {
+            state.pending = h
+            return
+        }
+        // A click in the text (a collapsed selection there) drops it; focus moving to the
+        // note field (the selection leaves the text) keeps it.
+        const sel = doc.getSelection()
+        if (sel && sel.isCollapsed && sel.anchorNode && state.view.root.contains(sel.anchorNode))
+            state.pending = null
+    })
+}
+
+/** Paint the open section's stored highlights, by colour. */
 function paintSaved() {
     const view = state.view
     const section = state.section
-    if (!view || !section) return
-    const ranges = []
-    for (const h of state.saved) {
-        if (h.book !== state.book.id || h.section !== section.ordinal) continue
+    if (!view || !section || !state.book) return
+    const byColour = new Map()
+    for (const a of state.saved) {
+        if (a.status !== 'anchored' || a.book !== state.book.id || a.section !== section.ordinal) continue
+        const colour = bodyValue(a, 'highlighting')
+        const name = COLORS[colour] ? `${SAVED}-${colour}` : SAVED
         try {
-            ranges.push(rangeFromUtf16(view.doc, view.root,
-                h.utf16Start - section.utf16_start, h.utf16End - section.utf16_start))
+            const range = rangeFromUtf16(view.doc, view.root,
+                a.source.utf16Start - section.utf16_start, a.source.utf16End - section.utf16_start)
+            if (!byColour.has(name)) byColour.set(name, [])
+            byColour.get(name).push(range)
         } catch { /* a highlight of another text */ }
     }
-    paint(SAVED, ranges)
+    for (const name of [SAVED, ...Object.keys(COLORS).map(c => `${SAVED}-${c}`)])
+        paint(name, byColour.get(name) || [])
 }
 
-function saveSelection() {
-    const h = selectionToHighlight()
+/** What the stored highlights paint in the open section: one string per range. */
+function savedText() {
+    const view = state.view
+    const reg = view && registry(view)
+    if (!reg) return []
+    const out = []
+    for (const name of [SAVED, ...Object.keys(COLORS).map(c => `${SAVED}-${c}`)]) {
+        const h = reg.get(name)
+        if (h) for (const r of h) out.push(r.toString())
+    }
+    return out
+}
+
+async function openHighlight(a) {
+    return openHit({
+        book: a.book, section: a.section, chunkId: null, highlightId: a.id,
+        utf16Start: a.source.utf16Start, utf16End: a.source.utf16End,
+        sourceStart: a.source.start, sourceEnd: a.source.end,
+        text: a.target.selector[0].exact, highlight: a.target.selector[0].exact, matches: [],
+    })
+}
+
+/**
+ * Save the current selection as a highlight: POST /books/{id}/highlights with its
+ * section, UTF-16 span (book source coordinates) and quote, which the server checks.
+ * Returns {selection, annotation}; the annotation joins the list and is painted.
+ */
+async function saveSelection({ note = null, color = null } = {}) {
+    const h = selectionToHighlight() || state.pending
     if (!h) {
         setStatus('select some text of the section first')
         return null
     }
-    state.saved.push(h)
+    const body = {
+        section: h.section, start: h.utf16Start, end: h.utf16End, unit: 'utf16', exact: h.exact,
+        color: color || $('#highlight-color').value || 'yellow',
+    }
+    const typed = note ?? $('#highlight-note').value.trim()
+    if (typed) body.note = typed
+    const annotation = await busy(() => sendJSON('POST', `${bookPath(h.book)}/highlights`, body))
+    $('#highlight-note').value = ''
+    state.pending = null
+    if (state.book && state.book.id === h.book) {
+        state.saved.push(annotation)
+        state.saved.sort((x, y) => (x.status === y.status ? 0 : x.status === 'anchored' ? -1 : 1) ||
+            (x.section ?? 0) - (y.section ?? 0) || (x.source?.start ?? 0) - (y.source?.start ?? 0))
+        renderHighlights()
+        paintSaved()
+    }
+    if (state.view) state.view.doc.getSelection().removeAllRanges()
+    setStatus(`highlight saved: §${h.section} code points [${h.start}, ${h.end})`)
+    state.lastSaved = { selection: h, annotation }
+    return state.lastSaved
+}
+
+async function deleteHighlight(id) {
+    if (!state.book) return null
+    const gone = await busy(() => request(`${bookPath(state.book.id)}/highlights/${encodeURIComponent(id)}`,
+        { method: 'DELETE' }).then(r => r.json()))
+    state.saved = state.saved.filter(a => a.id !== id)
+    renderHighlights()
     paintSaved()
-    const li = document.createElement('li')
-    const btn = document.createElement('button')
-    btn.type = 'button'
-    btn.className = 'hit'
-    const where = document.createElement('span')
-    where.className = 'where'
-    where.textContent = `§${h.section} · code points ${h.start}–${h.end}`
-    const quote = document.createElement('span')
-    quote.textContent = h.exact.length > 100 ? h.exact.slice(0, 100) + '…' : h.exact
-    btn.append(where, quote)
-    btn.addEventListener('click', () => openHit({
-        book: h.book, section: h.section, chunkId: null, utf16Start: h.utf16Start,
-        utf16End: h.utf16End, sourceStart: h.start, sourceEnd: h.end, text: h.exact,
-    }).catch(() => {}))
-    li.append(btn)
-    $('#highlights').append(li)
-    state.view.doc.getSelection().removeAllRanges()
-    return h
+    return gone
 }
 
 // ------------------------------------------------------------------ import
@@ -712,7 +919,8 @@ function wire() {
     })
     $('#prev').addEventListener('click', () => state.section && openSection(state.section.ordinal - 1).catch(() => {}))
     $('#next').addEventListener('click', () => state.section && openSection(state.section.ordinal + 1).catch(() => {}))
-    $('#save-highlight').addEventListener('click', () => saveSelection())
+    $('#save-highlight').addEventListener('click', () => saveSelection().catch(() => {}))
+    $('#search-mode').addEventListener('change', () => search($('#search').value).catch(() => {}))
 }
 
 async function start() {
@@ -740,6 +948,9 @@ window.mindoryReader = {
     jumpTo,
     highlightedText,
     highlightInfo,
+    loadHighlights,
+    savedText,
+    deleteHighlight,
     selectUtf16,
     selectionToHighlight,
     saveSelection,

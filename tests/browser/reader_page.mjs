@@ -4,17 +4,23 @@
 // Reads one JSON job on stdin:
 //   {"origin": "http://127.0.0.1:PORT",
 //    "token": null | "...",                      // put in sessionStorage before the page runs
-//    "clicks": [{"book": ID, "query": "text to type in the search box", "chunk": CHUNK_ID}],
+//    "clicks": [{"book": ID, "query": "text to type in the search box", "chunk": CHUNK_ID,
+//                "mode": "hybrid"|"lexical"|"vector" (optional)}],
 //    "selections": [{"book": ID, "section": N, "start": U16, "end": U16}],   // section-local
-//    "drags": [{"book": ID, "section": N, "start": U16, "end": U16}],        // mouse drag
+//    "drags": [{"book": ID, "section": N, "start": U16, "end": U16}],        // mouse drag, saved
+//    "saves": [{"book": ID, "section": N, "start": U16, "end": U16, "note": "...", "color": "..."}],
 //    "screenshot": {"path": "/abs/file.png", "book": ID, "query": "...", "chunk": CHUNK_ID} | null}
 // and writes one JSON object on stdout:
-//   {"clicks": [{"info": highlightInfo(), "hits": n}], "selections": [selectionToHighlight()],
-//    "drags": [...], "screenshot": path|null, "page_errors": [...], "versions": {...},
-//    "timings_ms": {...}}
+//   {"clicks": [{"info": highlightInfo(), "hits": n, "hit": the clicked hit}],
+//    "selections": [selectionToHighlight()], "drags": [{highlight, saved}],
+//    "saves": [{highlight, saved}], "read_back": [{id, painted, listed}],
+//    "screenshot": path|null, "page_errors": [...], "versions": {...}, "timings_ms": {...}}
 //
-// Clicks are real clicks: the book in the book list, the search box (typed), the hit in
-// the hit list; then the page's own state is read back through window.mindoryReader.
+// Clicks are real clicks: the book in the book list, the search box (typed, Enter: the
+// page asks GET /search), the hit in the hit list; then the page's own state is read back
+// through window.mindoryReader. Saving clicks "Highlight selection" (POST .../highlights);
+// after a reload of the page every saved highlight is opened again and its painted text
+// read back (the page lists them from GET .../highlights).
 // Every request that does not go to `origin` is aborted.
 //
 // Environment: CHROMIUM_PATH (default /usr/bin/chromium), MINDORY_BROWSER_DEBUG=1 echoes
@@ -70,10 +76,17 @@ async function openBook(page, book) {
     }, book, { timeout: STEP_TIMEOUT })
 }
 
-async function clickHit(page, { book, query, chunk }) {
+async function clickHit(page, { book, query, chunk, mode }) {
     await openBook(page, book)
+    await page.selectOption('#search-mode', mode || 'hybrid')
     await page.fill('#search', query)
     await page.press('#search', 'Enter')
+    // The list shows the section's chunks until the answer of GET /search replaces it.
+    await page.waitForFunction(q => {
+        const s = window.mindoryReader.state
+        return s.search && s.search.query === q && s.hits.every(h => h.rank) &&
+            document.body.dataset.status === 'ready'
+    }, query.trim(), { timeout: STEP_TIMEOUT })
     const hit = `#hits button[data-chunk=${css(chunk)}]`
     await page.waitForSelector(hit, { timeout: STEP_TIMEOUT })
     const hits = await page.locator('#hits button').count()
@@ -83,7 +96,50 @@ async function clickHit(page, { book, query, chunk }) {
         return info && info.chunkId === id && document.body.dataset.status === 'ready'
     }, chunk, { timeout: STEP_TIMEOUT })
     const info = await page.evaluate(() => window.mindoryReader.highlightInfo())
-    return { info, hits }
+    const clicked = await page.evaluate(id => {
+        const h = window.mindoryReader.state.hits.find(x => x.chunkId === id)
+        return h ? { rank: h.rank, chunk: h.chunkId, section: h.section, locator: h.locator } : null
+    }, chunk)
+    return { info, hits, hit: clicked }
+}
+
+async function saveSelection(page, before) {
+    await page.click('#save-highlight')
+    await page.waitForFunction(prev => {
+        const s = window.mindoryReader.state
+        return s.lastSaved && s.lastSaved.annotation.id !== prev && document.body.dataset.status === 'ready'
+    }, before, { timeout: STEP_TIMEOUT })
+    return page.evaluate(() => window.mindoryReader.state.lastSaved.annotation)
+}
+
+const lastSavedId = page => page.evaluate(() => window.mindoryReader.state.lastSaved?.annotation.id ?? null)
+
+async function save(page, { book, section, start, end, note, color }) {
+    await openSection(page, book, section)
+    await page.evaluate(([s, e]) => window.mindoryReader.selectUtf16(s, e), [start, end])
+    const highlight = await page.evaluate(() => window.mindoryReader.selectionToHighlight())
+    if (note) await page.fill('#highlight-note', note)
+    if (color) await page.selectOption('#highlight-color', color)
+    const saved = await saveSelection(page, await lastSavedId(page))
+    return { highlight, saved }
+}
+
+/** Open a stored highlight from the list (a real click) and read what is painted. */
+async function readBack(page, annotation) {
+    await openBook(page, annotation.book)
+    const item = `#highlights button[data-highlight=${css(annotation.id)}]`
+    await page.waitForSelector(item, { timeout: STEP_TIMEOUT })
+    await page.click(item)
+    await page.waitForFunction(n => {
+        const s = window.mindoryReader.state
+        return s.section?.ordinal === n && s.highlight && document.body.dataset.status === 'ready'
+    }, annotation.section, { timeout: STEP_TIMEOUT })
+    return page.evaluate(id => ({
+        id,
+        painted: window.mindoryReader.savedText(),
+        opened: window.mindoryReader.highlightedText(),
+        listed: window.mindoryReader.state.saved.find(a => a.id === id) || null,
+    }), annotation.id)
 }
 
 async function openSection(page, book, section) {
@@ -125,10 +181,7 @@ async function drag(page, { book, section, start, end }) {
     await page.mouse.up()
     const highlight = await page.evaluate(() => window.mindoryReader.selectionToHighlight())
     let saved = null
-    if (highlight) {
-        await page.click('#save-highlight')
-        saved = await page.evaluate(() => window.mindoryReader.state.saved.at(-1) || null)
-    }
+    if (highlight) saved = await saveSelection(page, await lastSavedId(page))
     return { highlight, saved }
 }
 
@@ -165,12 +218,21 @@ const main = async () => {
             await page.textContent('#status'))
         await waitIdle(page)
 
-        const out = { clicks: [], selections: [], drags: [], screenshot: null }
+        const out = { clicks: [], selections: [], drags: [], saves: [], read_back: [], screenshot: null }
         const t0 = Date.now()
         for (const step of job.clicks || []) out.clicks.push(await clickHit(page, step))
         const t1 = Date.now()
         for (const step of job.selections || []) out.selections.push(await selectRange(page, step))
         for (const step of job.drags || []) out.drags.push(await drag(page, step))
+        for (const step of job.saves || []) out.saves.push(await save(page, step))
+        const stored = [...out.drags, ...out.saves].map(x => x.saved).filter(Boolean)
+        if (stored.length) {
+            await page.reload()
+            const again = await page.evaluate(() => window.mindoryReader.ready)
+            if (!again) throw new Error('the reader page did not start again')
+            await waitIdle(page)
+            for (const a of stored) out.read_back.push(await readBack(page, a))
+        }
         if (job.screenshot) {
             await clickHit(page, job.screenshot)
             await page.screenshot({ path: job.screenshot.path, type: 'png' })
