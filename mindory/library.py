@@ -3062,6 +3062,38 @@ def _verify_book(s: Session, book_id: int, v: _Verifier) -> None:
             if d.normalization_id != norm.id:
                 continue
             _check_derivation(s, v, name, book, d, norm, by_id, texts, maps, data)
+    _check_highlights(s, v, name, book, by_ordinal)
+
+
+def _check_highlights(
+    s: Session, v: _Verifier, name: str, book: BookRow, by_ordinal: Mapping[int, SectionRow]
+) -> None:
+    """Every anchored highlight of the book holds its quote, context and UTF-16 span."""
+    rows = s.scalars(
+        select(HighlightRow).where(
+            HighlightRow.book_sha256 == book.sha256, HighlightRow.status == "anchored"
+        )
+    )
+    indexes: dict[int, Utf16Index] = {}
+    for h in rows:
+        where = f"{name}: highlight {h.uid}"
+        sec = by_ordinal.get(h.section)
+        if sec is None or h.edition_sha256 != book.sha256:
+            v.problem(f"{where} names section {h.section} of another edition")
+            continue
+        a, b = h.source_start - sec.source_start, h.source_end - sec.source_start
+        text = sec.source_text
+        if not 0 <= a < b <= len(text) or text[a:b] != h.exact:
+            v.problem(f"{where}: the text at [{h.source_start}, {h.source_end}) is not its quote")
+            continue
+        if h.prefix != text[max(0, a - 32) : a] or h.suffix != text[b : b + 32]:
+            v.problem(f"{where}: its stored context differs from the text around it")
+        u = indexes.get(h.section) or indexes.setdefault(h.section, Utf16Index(text))
+        if (h.utf16_start - sec.utf16_start, h.utf16_end - sec.utf16_start) != (
+            u.to_utf16(a),
+            u.to_utf16(b),
+        ):
+            v.problem(f"{where}: its UTF-16 span does not match its code point span")
 
 
 def _verify_vectors(s: Session, v: _Verifier) -> None:

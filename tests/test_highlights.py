@@ -213,6 +213,21 @@ def test_get_update_delete(lib: Library) -> None:
     with pytest.raises(NotFoundError):
         lib.highlight(book, "not-an-id")
     assert parse_highlight_id("urn:uuid:" + str(uuid.UUID(h.id))) == h.id
+
+
+def test_verify_checks_highlights(lib: Library) -> None:
+    book = lib.import_book(NEWS).book
+    base = lib.section(book, 2).info.source_start
+    h = lib.add_highlight(book, section=2, start=base + 10, end=base + 40)
+    assert lib.verify().ok
+    from sqlalchemy import update
+
+    from mindory.db import HighlightRow
+
+    with lib.engine.begin() as conn:
+        conn.execute(update(HighlightRow).where(HighlightRow.uid == h.id).values(exact="x" * 30))
+    report = lib.verify()
+    assert not report.ok and any(h.id in p and "not its quote" in p for p in report.problems)
     assert parse_highlight_id("xyz") is None
 
 
@@ -391,6 +406,7 @@ def test_new_edition_with_a_chapter_inserted_before(lib: Library, tmp_path: Path
     # moved, not copied: the old book keeps no highlight, and is kept itself
     assert lib.highlights(old) == []
     assert lib.book(old).id == old
+    assert lib.verify().ok, lib.verify().problems  # every stored quote is where it says
     # importing the new edition again changes nothing
     again = lib.import_book(new_path)
     assert again.status == "unchanged" and again.reanchored == ()

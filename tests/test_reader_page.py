@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -56,6 +57,15 @@ def _query(text: str, width: int = 14) -> str:
         if "\n" not in piece and piece == piece.strip() and "  " not in piece:
             return piece
     raise AssertionError(f"no one-line piece of width {width} in {text!r}")
+
+
+def _han_query(text: str, width: int = 4) -> str:
+    """Han characters only (no punctuation), from the middle of a chunk: the screenshot's
+    query, whose characters the page marks inside the hit."""
+    runs = list(re.finditer("[\u4e00-\u9fff]{" + str(width) + ",}", text))
+    assert runs, text[:80]
+    middle = min(runs, key=lambda m: abs(m.start() - len(text) // 2))
+    return middle.group()[:width]
 
 
 def _run_driver(job: dict[str, Any]) -> dict[str, Any]:
@@ -175,7 +185,7 @@ def test_reader_page_highlights_exact_spans(tmp_path: Path) -> None:
                 "screenshot": {
                     "path": str(shot),
                     "book": txt_id,
-                    "query": _query(shot_chunk["text"], 6),
+                    "query": _han_query(shot_chunk["text"]),
                     "chunk": shot_chunk["id"],
                 },
             }
