@@ -17,11 +17,14 @@ previous chunk, so no text is dropped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 import numpy as np
 import regex
 
+from . import kernels
+from .normalize import text_codes
 from .offsets import Utf16Index
 from .records import (
     Book,
@@ -33,7 +36,14 @@ from .records import (
     chunk_id_hasher,
 )
 
-__all__ = ["chunk_book", "chunk_section", "grapheme_ceil", "grapheme_floor", "window_spans"]
+__all__ = [
+    "ChunkTable",
+    "chunk_book",
+    "chunk_section",
+    "grapheme_ceil",
+    "grapheme_floor",
+    "window_spans",
+]
 
 _WS = " \t\n\r\f\v\u3000\u00a0"
 # The last sentence end in a window: a greedy ``.*`` backtracks from the window's
@@ -49,13 +59,20 @@ _GRAPHEME_RE = regex.compile(r"\X")
 def _simple(ch: str) -> bool:
     """Characters that never join a grapheme cluster with a neighbour.
 
-    ASCII (CR LF aside, handled by the caller), common CJK ideographs, kana,
-    CJK punctuation and full-width ASCII forms: no Extend, SpacingMark, Prepend,
-    ZWJ or Hangul jamo among them.
+    Latin, Greek and Cyrillic letters before the combining marks (CR LF aside,
+    handled by the caller), Latin Extended Additional, general punctuation
+    (dashes, quotes, ellipsis; not the zero-width and joiner controls), common
+    CJK ideographs, kana, CJK punctuation and full-width ASCII forms: no Extend,
+    SpacingMark, Prepend, ZWJ, regional indicator or Hangul jamo among them.
+    ``kernels._simple`` uses the same ranges.
     """
     o = ord(ch)
     return (
-        o < 0x80
+        o < 0x300
+        or 0x370 <= o <= 0x482
+        or 0x1E00 <= o <= 0x1EFF
+        or 0x2010 <= o <= 0x2027
+        or 0x2030 <= o <= 0x205E
         or 0x4E00 <= o <= 0x9FFF
         or 0x3400 <= o <= 0x4DBF
         or 0x3001 <= o <= 0x3029
@@ -164,42 +181,112 @@ def _trim_back(text: str, s: int, e: int) -> int:
     return e
 
 
+def _first_start(text: str, ascii_only: bool) -> int:
+    n = len(text)
+    s = _skip_ws(text, 0, n)
+    if s < n and not ascii_only:
+        s = grapheme_floor(text, s)
+    return s
+
+
+def _window_step(
+    text: str, s: int, last_start: int, size: int, overlap: int, ascii_only: bool
+) -> tuple[tuple[int, int] | None, int]:
+    """One window from ``s``: its span (None when only whitespace) and the next start.
+
+    ``last_start`` is the start of the last span so far (-1 for none). The next
+    start is ``len(text)`` when the text is done.
+    """
+    n = len(text)
+    hard_end = s + size
+    e = n if hard_end >= n else _cut(text, s, hard_end, ascii_only)
+    end = _trim_back(text, s, e)
+    span = (s, end) if end > s else None
+    if span is not None:
+        last_start = s
+    if e >= n:
+        return span, n
+    ns = max(e - overlap, s + 1)
+    if overlap:
+        # Prefer a word start near the overlap point.
+        j = text.find(" ", ns, min(e, ns + overlap // 2))
+        if j >= 0:
+            ns = j + 1
+        elif not ascii_only:
+            ns = grapheme_ceil(text, ns)
+    else:
+        ns = e
+    ns = _skip_ws(text, ns, n)
+    # Whitespace followed by an extending mark (" \u0301") is one grapheme
+    # cluster: start at the cluster, never inside it.
+    if ns < n and not ascii_only:
+        ns = grapheme_floor(text, ns)
+    if ns < n and last_start >= 0 and ns < last_start + 1:
+        ns = last_start + 1
+    return span, ns
+
+
 def window_spans(
     text: str, size: int = 800, overlap: int = 100, min_size: int = 50
 ) -> list[tuple[int, int]]:
     """Normalized ``[start, end)`` spans of the window chunker (see module doc)."""
+    arr = window_span_array(text, size, overlap, min_size)
+    return list(zip(arr[:, 0].tolist(), arr[:, 1].tolist()))
+
+
+def window_span_array(
+    text: str, size: int = 800, overlap: int = 100, min_size: int = 50
+) -> np.ndarray:
+    """``window_spans`` as an (k, 2) int64 array (the compiled loop's own output)."""
+    if not kernels.AVAILABLE:
+        spans = _window_spans_py(text, size, overlap, min_size)
+        return np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    n = len(text)
+    ascii_only = text.isascii()
+    codes = text_codes(text)
+    cap = n // max(1, size // 4) + 16
+    starts = np.empty(cap, dtype=np.int64)
+    ends = np.empty(cap, dtype=np.int64)
+    count = 0
+    s = _first_start(text, ascii_only)
+    while s < n:
+        count, s, status = kernels.window_run(
+            codes, s, size, overlap, ascii_only, starts, ends, count
+        )
+        if status == 0:
+            break
+        if status == 2:  # full: grow the output arrays
+            starts = np.concatenate((starts, np.empty_like(starts)))
+            ends = np.concatenate((ends, np.empty_like(ends)))
+            continue
+        # This step needs full grapheme segmentation: take it in Python.
+        last_start = int(starts[count - 1]) if count else -1
+        span, s = _window_step(text, s, last_start, size, overlap, ascii_only)
+        if span is not None:
+            if count == len(starts):
+                starts = np.concatenate((starts, np.empty_like(starts)))
+                ends = np.concatenate((ends, np.empty_like(ends)))
+            starts[count], ends[count] = span
+            count += 1
+    out = np.stack((starts[:count], ends[:count]), axis=1)
+    if count >= 2 and out[-1, 1] - out[-1, 0] < min_size:
+        out[-2, 1] = out[-1, 1]
+        out = out[:-1]
+    return out
+
+
+def _window_spans_py(
+    text: str, size: int = 800, overlap: int = 100, min_size: int = 50
+) -> list[tuple[int, int]]:
+    """Reference implementation of the window chunker (used without numba)."""
     n = len(text)
     ascii_only = text.isascii()
     spans: list[tuple[int, int]] = []
-    s = _skip_ws(text, 0, n)
-    if s < n and not ascii_only:
-        s = grapheme_floor(text, s)
+    s = _first_start(text, ascii_only)
     while s < n:
-        hard_end = s + size
-        e = n if hard_end >= n else _cut(text, s, hard_end, ascii_only)
-        end = _trim_back(text, s, e)
-        if end > s:
-            spans.append((s, end))
-        if e >= n:
-            break
-        ns = max(e - overlap, s + 1)
-        if overlap:
-            # Prefer a word start near the overlap point.
-            j = text.find(" ", ns, min(e, ns + overlap // 2))
-            if j >= 0:
-                ns = j + 1
-            elif not ascii_only:
-                ns = grapheme_ceil(text, ns)
-        else:
-            ns = e
-        ns = _skip_ws(text, ns, n)
-        # Whitespace followed by an extending mark (" \u0301") is one grapheme
-        # cluster: start at the cluster, never inside it.
-        if ns < n and not ascii_only:
-            ns = grapheme_floor(text, ns)
-        if ns < n and spans and ns < spans[-1][0] + 1:
-            ns = spans[-1][0] + 1
-        s = ns
+        span, s = _window_step(text, s, spans[-1][0] if spans else -1, size, overlap, ascii_only)
+        if span is not None:
+            spans.append(span)
     if len(spans) >= 2 and spans[-1][1] - spans[-1][0] < min_size:
         last = spans.pop()
         spans[-1] = (spans[-1][0], last[1])
@@ -213,7 +300,7 @@ def chunk_section(
     book_sha256: str,
     fingerprint: str,
     utf16: Utf16Index | None = None,
-) -> list[Chunk]:
+) -> ChunkTable:
     """Chunks of one section, with spans in book source coordinates.
 
     ``utf16`` indexes the book's source coordinates (the whole decoded file for
@@ -221,7 +308,7 @@ def chunk_section(
     """
     text = section.normalized_text
     if settings.strategy == "window":
-        spans = window_spans(text, settings.size, settings.overlap, settings.min_size)
+        spans = window_span_array(text, settings.size, settings.overlap, settings.min_size)
         return make_chunks(
             section, spans, book_sha256=book_sha256, fingerprint=fingerprint, utf16=utf16
         )
@@ -239,29 +326,106 @@ def chunk_section(
     )
 
 
+class ChunkTable(Sequence[Chunk]):
+    """The chunks of one section, stored column-wise; Chunk records are made on access.
+
+    Spans (normalized, source, UTF-16) are int64 arrays and the texts a list,
+    all computed up front. Ids are a pure function of the span (see
+    ``records.chunk_id``): each record computes its own, and ``ids`` computes
+    them all once. Like ``BlockTable``: long books make tens of thousands of
+    chunks, and most consumers (storage, statistics) read columns.
+    """
+
+    __slots__ = ("_contexts", "_ids", "_prefix", "columns", "ordinal", "texts")
+
+    def __init__(
+        self,
+        ordinal: int,
+        id_prefix: Any,
+        columns: np.ndarray,
+        texts: list[str],
+        contexts: Sequence[tuple[int, int] | None] | None = None,
+    ) -> None:
+        # columns: (k, 6) int64: start, end, source_start, source_end, utf16_start, utf16_end
+        self.ordinal = ordinal
+        self._prefix = id_prefix
+        self.columns = columns
+        self.texts = texts
+        self._contexts = contexts
+        self._ids: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @overload
+    def __getitem__(self, i: int) -> Chunk: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Chunk]: ...
+    def __getitem__(self, i: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"chunk {i} outside [0, {len(self)})")
+        return self._record(i, *self.columns[i].tolist())
+
+    def _record(self, i: int, s: int, e: int, ss: int, se: int, us: int, ue: int) -> Chunk:
+        chunk_id = self._ids[i] if self._ids is not None else chunk_id_from(self._prefix, s, e)
+        context = None if self._contexts is None else self._contexts[i]
+        return Chunk(chunk_id, self.ordinal, i, s, e, ss, se, us, ue, self.texts[i], context)
+
+    def __iter__(self) -> Iterator[Chunk]:
+        for i, row in enumerate(self.columns.tolist()):
+            yield self._record(i, *row)
+
+    @property
+    def ids(self) -> list[str]:
+        """Every chunk's id, in order (computed once)."""
+        if self._ids is None:
+            prefix = self._prefix
+            self._ids = [chunk_id_from(prefix, s, e) for s, e in self.columns[:, :2].tolist()]
+        return self._ids
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"ChunkTable(section {self.ordinal}, {len(self)} chunks)"
+
+
 def make_chunks(
     section: Section,
-    spans: Sequence[tuple[int, int]],
+    spans: Sequence[tuple[int, int]] | np.ndarray,
     *,
     book_sha256: str,
     fingerprint: str,
     utf16: Utf16Index | None = None,
     contexts: Sequence[tuple[int, int] | None] | None = None,
-) -> list[Chunk]:
-    """Turn normalized spans into Chunk records (vectorized span mapping).
+) -> ChunkTable:
+    """Turn normalized spans into the section's chunks (vectorized span mapping).
 
     ``contexts`` (parent-child) gives each chunk's ``context``: the normalized
     span of the text it should be read in.
     """
-    if not spans:
-        return []
-    if contexts is not None and len(contexts) != len(spans):
-        raise ValueError(f"{len(contexts)} contexts for {len(spans)} spans")
-    text = section.normalized_text
     arr = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    if contexts is not None and len(contexts) != len(arr):
+        raise ValueError(f"{len(contexts)} contexts for {len(arr)} spans")
+    ordinal = section.ordinal
+    id_prefix = chunk_id_hasher(book_sha256, ordinal, fingerprint)
+    columns = np.empty((len(arr), 6), dtype=np.int64)
+    if not len(arr):
+        return ChunkTable(ordinal, id_prefix, columns, [], contexts)
+    text = section.normalized_text
+    columns[:, :2] = arr
     src_s, src_e = section.offset_map.source_spans(arr[:, 0], arr[:, 1])
-    src_s = src_s + section.source_start
-    src_e = src_e + section.source_start
+    columns[:, 2] = src_s + section.source_start
+    columns[:, 3] = src_e + section.source_start
     if utf16 is None:
         # A section-local index is only right when the section starts the source
         # (EPUB): astral characters before a plain-text section shift UTF-16.
@@ -270,41 +434,11 @@ def make_chunks(
                 "a section that does not start at source position 0 needs the book's "
                 "Utf16Index (utf16=...)"
             )
-        local = Utf16Index(section.source_text)
-        u_s = local.to_utf16_array(src_s)
-        u_e = local.to_utf16_array(src_e)
-    else:
-        u_s = utf16.to_utf16_array(src_s)
-        u_e = utf16.to_utf16_array(src_e)
-    ordinal = section.ordinal
-    id_prefix = chunk_id_hasher(book_sha256, ordinal, fingerprint)
-    out: list[Chunk] = []
-    for i, (s, e, ss, se, us, ue) in enumerate(
-        zip(
-            arr[:, 0].tolist(),
-            arr[:, 1].tolist(),
-            src_s.tolist(),
-            src_e.tolist(),
-            u_s.tolist(),
-            u_e.tolist(),
-        )
-    ):
-        out.append(
-            Chunk(
-                chunk_id_from(id_prefix, s, e),
-                ordinal,
-                i,
-                s,
-                e,
-                ss,
-                se,
-                us,
-                ue,
-                text[s:e],
-                None if contexts is None else contexts[i],
-            )
-        )
-    return out
+        utf16 = Utf16Index(section.source_text)
+    columns[:, 4] = utf16.to_utf16_array(columns[:, 2])
+    columns[:, 5] = utf16.to_utf16_array(columns[:, 3])
+    texts = [text[s:e] for s, e in arr.tolist()]
+    return ChunkTable(ordinal, id_prefix, columns, texts, contexts)
 
 
 def is_grapheme_boundary(text: str, p: int) -> bool:

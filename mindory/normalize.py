@@ -22,6 +22,7 @@ so copy runs hold exactly the characters that were kept.
 
 from __future__ import annotations
 
+import codecs
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
@@ -30,11 +31,13 @@ from typing import overload
 
 import numpy as np
 
+from . import kernels
 from .offsets import MapBuilder, OffsetMap, UnicodeForm
 from .records import HEADING, PARAGRAPH, Block, NormalizeProfile
 
 __all__ = [
     "BlockTable",
+    "text_codes",
     "NormalizedText",
     "detect_hard_wrap",
     "is_heading_line",
@@ -72,7 +75,8 @@ def _is_cjk(codes: np.ndarray) -> np.ndarray:
     )
 
 
-def _codes(text: str) -> np.ndarray:
+def text_codes(text: str) -> np.ndarray:
+    """Code points of ``text``: uint8 for ASCII text, else uint32."""
     if text.isascii():
         return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
@@ -104,6 +108,13 @@ def _whitespace_masks(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _clusters(codes: np.ndarray) -> _Clusters:
+    if kernels.AVAILABLE:
+        return _Clusters(*kernels.clusters(codes))
+    return _clusters_numpy(codes)
+
+
+def _clusters_numpy(codes: np.ndarray) -> _Clusters:
+    """Reference implementation of ``kernels.clusters`` (used without numba)."""
     n = len(codes)
     ws, special = _whitespace_masks(codes)
     # Always edited: line breaks, invisibles, tabs/VT/FF. Spaces (ASCII or wide)
@@ -153,19 +164,32 @@ def detect_hard_wrap(text: str) -> bool:
     points). One-line-per-paragraph texts (most Chinese novels) fail the line
     length or the blank-line test and keep each line as a paragraph.
     """
-    return _hard_wrapped(_clusters(_codes(text)), len(text))
+    return _hard_wrapped(_clusters(text_codes(text)), len(text))
 
 
 def _hard_wrapped(cl: _Clusters, n: int) -> bool:
-    inner = (cl.start > 0) & (cl.end < n) & (cl.breaks > 0)
-    breaks = cl.breaks[inner]
-    if len(breaks) < 4:
+    if kernels.AVAILABLE:
+        inner, single, line_lengths = kernels.line_lengths(cl.start, cl.end, cl.breaks, n)
+    else:
+        at = np.flatnonzero((cl.start > 0) & (cl.end < n) & (cl.breaks > 0))
+        inner = len(at)
+        single = int(np.count_nonzero(cl.breaks[at] == 1))
+        # Line contents lie between consecutive clusters holding line breaks.
+        line_lengths = cl.start[at[1:]] - cl.end[at[:-1]]
+    if inner < 4 or single < 0.5 * inner or single == inner:
         return False
-    if float(np.mean(breaks == 1)) < 0.5 or not bool((breaks >= 2).any()):
+    return _percentile_90_at_most(line_lengths, 100)
+
+
+def _percentile_90_at_most(values: np.ndarray, limit: int) -> bool:
+    """``np.percentile(values, 90) <= limit``, mostly by counting (no sort)."""
+    rank = int(0.9 * (len(values) - 1))  # the interpolation lies between ranks rank, rank + 1
+    at_most = int(np.count_nonzero(values <= limit))
+    if at_most >= rank + 2:
+        return True
+    if at_most <= rank:
         return False
-    # Line contents lie between consecutive clusters holding line breaks.
-    line_lengths = cl.start[inner][1:] - cl.end[inner][:-1]
-    return float(np.percentile(line_lengths, 90)) <= 100
+    return float(np.percentile(values, 90)) <= limit
 
 
 class BlockTable(Sequence[Block]):
@@ -265,12 +289,46 @@ def normalize(
     detected on ``source`` itself (importers decide once per file instead).
     """
     profile = profile or NormalizeProfile()
-    codes = _codes(source)
+    codes = text_codes(source)
     n = len(codes)
     cl = _clusters(codes)
     if unwrap is None:
         unwrap = profile.unwrap == "always" or (profile.unwrap == "auto" and _hard_wrapped(cl, n))
-    # What each cluster becomes.
+    if kernels.AVAILABLE:
+        out_len, out_char = kernels.cluster_outputs(
+            codes, cl.start, cl.end, cl.breaks, cl.has_ascii_space, cl.first_visible, unwrap
+        )
+    else:
+        out_len, out_char = _cluster_outputs_numpy(codes, cl, unwrap)
+    form = profile.unicode_form
+    if form is not None and not source.isascii() and not unicodedata.is_normalized(form, source):
+        text, omap = _assemble_slow(source, cl, out_len, out_char, form)
+        return NormalizedText(text, omap, _blocks(text, omap, None))
+    kept, norm_at = _assemble(codes, cl, out_len, out_char)
+    if kept.dtype == np.uint8:
+        text = codecs.ascii_decode(kept.data)[0]
+    else:
+        text = kept.astype("<u4", copy=False).tobytes().decode("utf-32-le")
+    # One edit run per cluster.
+    omap = OffsetMap.from_columns(norm_at, out_len, cl.start, cl.end - cl.start, len(text), n)
+    # Paragraph separators are exactly the clusters that became "\n\n". A
+    # paragraph's source runs from the end of the cluster before it to the start
+    # of the one after it (clusters at the edges of the text are deleted).
+    sep = np.flatnonzero(out_len == 2)
+    first = int(cl.end[0]) if len(cl.start) and cl.start[0] == 0 else 0
+    last = int(cl.start[-1]) if len(cl.start) and cl.end[-1] == n else n
+    source_spans = (
+        np.concatenate(([first], cl.end[sep])),
+        np.concatenate((cl.start[sep], [last])),
+    )
+    return NormalizedText(text, omap, _blocks(text, omap, norm_at[sep], kept, source_spans))
+
+
+def _cluster_outputs_numpy(
+    codes: np.ndarray, cl: _Clusters, unwrap: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reference implementation of ``kernels.cluster_outputs`` (used without numba)."""
+    n = len(codes)
     at_start = cl.start == 0
     at_end = cl.end == n
     has_break = cl.breaks > 0
@@ -295,31 +353,31 @@ def normalize(
         use_space = cl.has_ascii_space[inline]
         out_char[inline] = np.where(use_space, 0x20, fv)
         out_len[inline] = np.where(use_space | (fv != 0), 1, 0)
-    text, omap, fast = _assemble(source, codes, cl, out_len, out_char, profile.unicode_form)
-    if fast:
-        # Paragraph separators are exactly the clusters that became "\n\n".
-        sep = omap.edit_array()
-        sep = sep[(sep[:, 1] == 2) & (sep[:, 0] > 0)]
-        blocks = _blocks(text, omap, sep[:, 0])
-    else:
-        blocks = _blocks(text, omap, None)
-    return NormalizedText(text, omap, blocks)
+    return out_len, out_char
 
 
 def _assemble(
-    source: str,
-    codes: np.ndarray,
-    cl: _Clusters,
-    out_len: np.ndarray,
-    out_char: np.ndarray,
-    form: UnicodeForm | None,
-) -> tuple[str, OffsetMap, bool]:
+    codes: np.ndarray, cl: _Clusters, out_len: np.ndarray, out_char: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Output codes, and the normalized position of each cluster's output."""
+    if kernels.AVAILABLE:
+        kept, norm_at = kernels.assemble(codes, cl.start, cl.end, out_len, out_char)
+        return kept, norm_at
+    kept = _assemble_numpy(codes, cl, out_len, out_char)
+    src_len = cl.end - cl.start
+    shrink = np.cumsum(src_len - out_len)
+    norm_at = cl.start - np.concatenate(([0], shrink[:-1])) if len(cl.start) else cl.start
+    return kept, norm_at
+
+
+def _assemble_numpy(
+    codes: np.ndarray, cl: _Clusters, out_len: np.ndarray, out_char: np.ndarray
+) -> np.ndarray:
+    """Reference implementation of ``kernels.assemble`` (used without numba)."""
     n = len(codes)
-    if form is not None and not source.isascii() and not unicodedata.is_normalized(form, source):
-        return (*_assemble_slow(source, cl, out_len, out_char, form), False)
-    # Fast path: delete cluster characters, write each cluster's output into its
-    # first one or two characters (a cluster turning into "\n\n" from a single
-    # LF gets one inserted character).
+    # Delete cluster characters, write each cluster's output into its first one
+    # or two characters (a cluster turning into "\n\n" from a single LF gets
+    # one inserted character).
     keep = np.ones(n, dtype=bool)
     out = codes.copy() if codes.dtype == np.uint32 else codes.astype(np.uint8, copy=True)
     if len(cl.start):
@@ -343,16 +401,7 @@ def _assemble(
             kept = np.insert(kept, kept_index[first[short]] + 1, 10)
     else:
         kept = out
-    if kept.dtype == np.uint8:
-        text = kept.tobytes().decode("ascii")
-    else:
-        text = kept.astype("<u4").tobytes().decode("utf-32-le")
-    # Edit runs: one per cluster.
-    src_len = cl.end - cl.start
-    shrink = np.cumsum(src_len - out_len)
-    a = cl.start - np.concatenate(([0], shrink[:-1])) if len(cl.start) else cl.start
-    edits = np.stack([a, out_len, cl.start, src_len], axis=1)
-    return text, OffsetMap(edits, len(text), n), True
+    return kept
 
 
 def _assemble_slow(
@@ -373,11 +422,23 @@ def _assemble_slow(
 _PARA_RE = re.compile(r"[^\n]+(?:\n[^\n]+)*")
 
 
-def _blocks(text: str, omap: OffsetMap, separators: np.ndarray | None) -> BlockTable:
+# Every heading starts with one of these (see HEADING_RE).
+_HEADING_FIRST = np.array([ord(c) for c in "第CBP"], dtype=np.uint32)
+
+
+def _blocks(
+    text: str,
+    omap: OffsetMap,
+    separators: np.ndarray | None,
+    codes: np.ndarray | None = None,
+    source_spans: tuple[np.ndarray, np.ndarray] | None = None,
+) -> BlockTable:
     """Paragraph blocks between ``"\\n\\n"`` separators; short chapter-like lines are headings.
 
     ``separators`` are the normalized positions of the separators when known
-    (fast path), else the text is scanned.
+    (fast path), else the text is scanned. ``codes`` (the text's code points)
+    lets the heading test skip paragraphs that cannot start a heading;
+    ``source_spans`` are the blocks' source spans when the caller knows them.
     """
     if not text:
         return BlockTable([], [], [], [], [], [])
@@ -388,11 +449,16 @@ def _blocks(text: str, omap: OffsetMap, separators: np.ndarray | None) -> BlockT
         spans = [(m.start(), m.end()) for m in _PARA_RE.finditer(text)]
         arr = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
         starts, ends = arr[:, 0], arr[:, 1]
-    src_starts, src_ends = omap.source_spans(starts, ends)
+    if source_spans is None:
+        source_spans = omap.source_spans(starts, ends)
+    src_starts, src_ends = source_spans
     lengths = ends - starts
     kinds = [PARAGRAPH] * len(starts)
     levels: list[int | None] = [None] * len(starts)
-    for k in np.flatnonzero(lengths <= _HEADING_MAX).tolist():
+    short = (lengths <= _HEADING_MAX) & (lengths > 0)
+    if codes is not None:
+        short[short] = np.isin(codes[starts[short]], _HEADING_FIRST)
+    for k in np.flatnonzero(short).tolist():
         if HEADING_RE.match(text, int(starts[k]), int(ends[k])):
             kinds[k] = HEADING
             levels[k] = 1

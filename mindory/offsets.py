@@ -25,6 +25,8 @@ from typing import Literal
 
 import numpy as np
 
+from . import kernels
+
 __all__ = ["MapBuilder", "OffsetMap", "OffsetMapError", "UnicodeForm", "Utf16Index"]
 
 UnicodeForm = Literal["NFC", "NFKC"]
@@ -71,8 +73,35 @@ class OffsetMap:
         self.source_length = int(source_length)
         self._validate()
 
+    @classmethod
+    def from_columns(
+        cls,
+        a: np.ndarray,
+        n: np.ndarray,
+        b: np.ndarray,
+        m: np.ndarray,
+        normalized_length: int,
+        source_length: int,
+    ) -> OffsetMap:
+        """A map from its edit runs as four parallel arrays (validated like ``__init__``)."""
+        self = cls.__new__(cls)
+        self._a = np.ascontiguousarray(a, dtype=np.int64)
+        self._n = np.ascontiguousarray(n, dtype=np.int64)
+        self._b = np.ascontiguousarray(b, dtype=np.int64)
+        self._m = np.ascontiguousarray(m, dtype=np.int64)
+        self.normalized_length = int(normalized_length)
+        self.source_length = int(source_length)
+        self._validate()
+        return self
+
     def _validate(self) -> None:
         a, n, b, m = self._a, self._n, self._b, self._m
+        kind = -1
+        if kernels.AVAILABLE:
+            kind, k = kernels.map_error(a, n, b, m, self.normalized_length, self.source_length)
+            if kind == 0:
+                return
+            # Something is wrong: the checks below name it.
         if len(a) and (n.min() < 0 or m.min() < 0):
             raise OffsetMapError("negative run length")
         if len(a) and bool(((n == 0) & (m == 0)).any()):
@@ -93,6 +122,8 @@ class OffsetMap:
                 f"copy gap before edit {k} differs: {int(gap_n[k])} normalized vs "
                 f"{int(gap_s[k])} source"
             )
+        if kind > 0:
+            raise OffsetMapError(f"edit run {k} breaks invariant {kind}")
 
     # ------------------------------------------------------------------ runs
     def edits(self) -> list[tuple[int, int, int, int]]:
@@ -164,6 +195,8 @@ class OffsetMap:
         """Vectorized ``to_source`` for positions < normalized_length."""
         a, n, b, m = self._a, self._n, self._b, self._m
         starts = np.asarray(starts, dtype=np.int64)
+        if kernels.AVAILABLE:
+            return kernels.source_positions(a, n, b, m, starts, False)
         k = np.searchsorted(a, starts, side="right") - 1
         out = starts.copy()  # no edit before: identity
         has = k >= 0
@@ -176,6 +209,9 @@ class OffsetMap:
     def source_ends(self, ends: np.ndarray) -> np.ndarray:
         """Vectorized ``to_source_end`` for positions > 0."""
         a, n, b, m = self._a, self._n, self._b, self._m
+        if kernels.AVAILABLE:
+            ends = np.asarray(ends, dtype=np.int64)
+            return kernels.source_positions(a, n, b, m, ends, True)
         last = np.asarray(ends, dtype=np.int64) - 1
         k = np.searchsorted(a, last, side="right") - 1
         out = last + 1
