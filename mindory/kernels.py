@@ -52,7 +52,7 @@ _WS_TABLE[[0x20, 0xA0]] = 1
 _WS_TABLE[[0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0xAD]] = 3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _ws_class(table: Any, c: int) -> int:
     """0: not whitespace; 1: a space (ASCII, NBSP, U+3000); 3: always edited."""
     if c < 256:
@@ -64,7 +64,7 @@ def _ws_class(table: Any, c: int) -> int:
     return 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _interesting(cp: int, cc: int, cn: int) -> bool:
     """Part of a whitespace cluster (see ``normalize``), from the classes of the
     previous, current and next character: always for controls and invisibles; a
@@ -127,7 +127,7 @@ _FIFTY_SIX = np.uint64(56)
 _ZERO = np.uint64(0)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _word_masks(x: Any) -> Any:
     """High bit of each byte of 8 ASCII bytes that is a control (9..13) / any whitespace.
 
@@ -223,7 +223,7 @@ def _runs(codes: Any, positions: Any) -> Any:
     )
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _is_cjk(c: int) -> bool:
     """``normalize._is_cjk`` for one code point."""
     return (
@@ -339,13 +339,13 @@ def map_error(a: Any, n: Any, b: Any, m: Any, norm_len: int, source_len: int) ->
 
 
 # ------------------------------------------------------------ window chunker
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _chunk_ws(c: int) -> bool:
     """``chunking._WS``: characters a chunk never starts or ends with."""
     return c == 32 or (c >= 9 and c <= 13) or c == 0x3000 or c == 0xA0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _simple(c: int) -> bool:
     """Same ranges as ``chunking._simple``: never joins a grapheme cluster."""
     return (
@@ -363,7 +363,7 @@ def _simple(c: int) -> bool:
     )
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _boundary_fast(codes: Any, p: int, n: int) -> int:
     """1/0 when cheap to tell whether ``p`` is a grapheme boundary, -1 when not."""
     if p <= 0 or p >= n:
@@ -375,12 +375,12 @@ def _boundary_fast(codes: Any, p: int, n: int) -> int:
     return -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _latin_closer(c: int) -> bool:
     return c == 0x22 or c == 0x27 or c == 0x29 or c == 0x201D or c == 0x2019
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _cjk_ender(c: int) -> bool:
     return (
         c == 0x3002
@@ -394,7 +394,7 @@ def _cjk_ender(c: int) -> bool:
     )
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _cjk_closer(c: int) -> bool:
     return (
         c == 0x300D
@@ -444,7 +444,7 @@ def _sentence_cut(codes: Any, lo: int, hi: int, ascii_only: bool) -> int:
         endpos = m_end - 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _rfind1(codes: Any, c: int, lo: int, hi: int) -> int:
     j = hi - 1
     while j >= lo:

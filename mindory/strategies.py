@@ -432,10 +432,15 @@ def _last_end(rx: Any, text: str, lo: int, hi: int, ascii_only: bool) -> int:
     endpos = hi + 1
     start = lo - 4 if lo > 4 else 0
     while endpos > lo:
-        m = rx.search(text, start, endpos)
-        if m is None:
-            return -1
-        e = int(m.end())
+        if ascii_only:
+            e = _last_ascii_match_end(rx is _SENT_R, text, start, min(endpos, len(text)))
+            if e < 0:
+                return -1
+        else:
+            m = rx.search(text, start, endpos)
+            if m is None:
+                return -1
+            e = int(m.end())
         if e < endpos:
             if e < lo:
                 return -1
@@ -444,6 +449,39 @@ def _last_end(rx: Any, text: str, lo: int, hi: int, ascii_only: bool) -> int:
             return e if e >= lo else -1
         endpos = e - 1
     return -1
+
+
+_ASCII_SPACE = frozenset("\t\n\x0b\x0c\r ")  # the regex \\s of ASCII text
+_ASCII_CLOSERS = frozenset("\"')]")  # _SENT_R's closing quotes within ASCII
+
+
+def _last_ascii_match_end(sentence: bool, text: str, start: int, stop: int) -> int:
+    """End of the last match of ``_SENT_R`` (else ``_CLAUSE_R``) in ASCII ``text[start:stop]``.
+
+    ``str.rfind`` finds the candidate enders in C; the reverse regex search
+    costs several times more per call, and long paragraphs make thousands.
+    In ASCII text only the Latin alternatives can match: an ender, closing
+    quotes, then whitespace (inside the slice); or, for clauses, a line feed.
+    """
+    best = -1
+    if not sentence:
+        j = text.rfind("\n", start, stop)
+        if j >= 0:
+            best = j + 1
+    enders = ".!?" if sentence else ",;:"
+    last = [text.rfind(c, start, stop) for c in enders]
+    while True:
+        p = max(last)
+        if p < 0 or p + 1 <= best:
+            return best
+        e = p + 1
+        if sentence:
+            while e < stop and text[e] in _ASCII_CLOSERS:
+                e += 1
+        if e < stop and text[e] in _ASCII_SPACE:
+            return max(best, e)
+        k = last.index(p)
+        last[k] = text.rfind(enders[k], start, p)
 
 
 class _Cutter:

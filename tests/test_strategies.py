@@ -631,3 +631,22 @@ def test_georgia_table_is_one_chunk() -> None:
                     holder = [c for c in chunks if c.start <= s and e <= c.end]
                     assert len(holder) == 1
         assert found >= 1
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(list("ab .!?,;:\"')]\n\t\r\x0b") + ["  ", "Mr. ", '." ']), max_size=40
+    ).map("".join),
+    st.integers(min_value=0, max_value=200),
+    st.integers(min_value=0, max_value=200),
+)
+def test_ascii_cut_search_equals_the_reverse_regex(text: str, a: int, b: int) -> None:
+    """ASCII text skips the regex engine (rfind + checks): same match ends."""
+    from mindory import strategies as strat
+
+    start, stop = sorted((min(a, len(text)), min(b, len(text))))
+    for rx in (strat._SENT_R, strat._CLAUSE_R):
+        m = rx.search(text, start, stop)
+        want = -1 if m is None else m.end()
+        assert strat._last_ascii_match_end(rx is strat._SENT_R, text, start, stop) == want
