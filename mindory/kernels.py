@@ -77,20 +77,23 @@ def clusters(codes: np.ndarray) -> tuple[np.ndarray, ...]:
     """Whitespace clusters: (start, end, breaks, has_ascii_space, first_visible) arrays.
 
     Two passes: the positions that belong to a cluster (8 bytes at a time for
-    ASCII text), then runs of consecutive positions with their facts.
+    ASCII text, 4 units at a time where UTF-16 text is ASCII), then runs of
+    consecutive positions with their facts.
     """
     n = len(codes)
-    if codes.dtype == np.uint8:
-        words = np.frombuffer(codes.data, dtype="<u8", count=n // 8)
-    else:
-        words = np.zeros(0, dtype="<u8")
+    codes = np.ascontiguousarray(codes)
+    width = codes.dtype.itemsize
+    if width < 4:  # ASCII bytes (8 a word) or UTF-16 units (4 a word)
+        words = np.frombuffer(codes.data, dtype="<u8", count=n * width // 8)
     block = 1 << 20  # positions are found block by block: a bounded buffer
     buffer = np.empty(min(n, block), dtype=np.int64)
     parts = []
     for lo in range(0, n, block):
         hi = min(n, lo + block)
-        if len(words):
+        if width == 1:
             k = _cluster_positions_ascii(codes, words, _WS_TABLE, lo, hi, buffer)
+        elif width == 2:
+            k = _cluster_positions_utf16(codes, words, _WS_TABLE, lo, hi, buffer)
         else:
             k = _cluster_positions(codes, _WS_TABLE, lo, hi, buffer)
         parts.append(buffer[:k].copy())
@@ -171,6 +174,60 @@ def _cluster_positions_ascii(codes: Any, words: Any, table: Any, lo: int, hi: in
         ctrl = next_ctrl
         ws = next_ws
     k += _cluster_positions(codes, table, w_hi * 8, hi, out[k:])
+    return k
+
+
+_L16_HIGH = np.uint64(0x8000800080008000)
+_L16_LOW15 = np.uint64(0x7FFF7FFF7FFF7FFF)
+_L16_NOT_ASCII = np.uint64(0xFF80FF80FF80FF80)
+_L16_BELOW_9 = np.uint64(0x0009000900090009)
+_L16_BELOW_14 = np.uint64(0x000E000E000E000E)
+_L16_SPACES = np.uint64(0x0020002000200020)
+_L16_FIRST = np.uint64(0x8000)
+_L16_LAST = np.uint64(0x8000000000000000)
+_SIXTEEN = np.uint64(16)
+_FIFTEEN = np.uint64(15)
+
+
+@njit(cache=True)
+def _cluster_positions_utf16(codes: Any, words: Any, table: Any, lo: int, hi: int, out: Any) -> int:
+    """``_cluster_positions`` for UTF-16 units, 4 at a time where all 4 are ASCII.
+
+    Mostly-English text with curly quotes and dashes is mostly such words; the
+    others (and CJK text) go character by character. The classes of the units
+    around a word come from the table, so non-ASCII whitespace next to it counts.
+    """
+    n = len(codes)
+    w_lo = max(lo >> 2, 1)
+    w_hi = min(hi >> 2, (n - 1) >> 2)  # 4w + 4 < n: the unit after the word exists
+    if w_lo >= w_hi:
+        return _cluster_positions(codes, table, lo, hi, out)
+    k = _cluster_positions(codes, table, lo, w_lo * 4, out)
+    for w in range(w_lo, w_hi):
+        x = words[w]
+        i = w * 4
+        if x & _L16_NOT_ASCII != _ZERO:
+            k += _cluster_positions(codes, table, i, i + 4, out[k:])
+            continue
+        below_9 = ~((x | _L16_HIGH) - _L16_BELOW_9) & _L16_HIGH
+        below_14 = ~((x | _L16_HIGH) - _L16_BELOW_14) & _L16_HIGH
+        ctrl = below_14 & ~below_9
+        y = x ^ _L16_SPACES
+        space = ~(((y & _L16_LOW15) + _L16_LOW15) | y | _L16_LOW15)
+        ws = ctrl | space
+        near = (ws << _SIXTEEN) | (ws >> _SIXTEEN)
+        if _ws_class(table, codes[i - 1]) != 0:
+            near |= _L16_FIRST
+        if _ws_class(table, codes[i + 4]) != 0:
+            near |= _L16_LAST
+        bits = (ctrl | (ws & near)) >> _FIFTEEN
+        while bits != _ZERO:
+            if bits & _ONE != _ZERO:
+                out[k] = i
+                k += 1
+            bits >>= _SIXTEEN
+            i += 1
+    k += _cluster_positions(codes, table, w_hi * 4, hi, out[k:])
     return k
 
 

@@ -37,6 +37,7 @@ from .records import HEADING, PARAGRAPH, Block, NormalizeProfile
 
 __all__ = [
     "BlockTable",
+    "codes_text",
     "text_codes",
     "NormalizedText",
     "detect_hard_wrap",
@@ -76,10 +77,26 @@ def _is_cjk(codes: np.ndarray) -> np.ndarray:
 
 
 def text_codes(text: str) -> np.ndarray:
-    """Code points of ``text``: uint8 for ASCII text, else uint32."""
+    """Code points of ``text``: uint8 for ASCII, uint16 without astral characters, else uint32.
+
+    The narrowest array halves or quarters the memory every pass reads; most
+    non-ASCII books (curly quotes, Chinese) have no character above U+FFFF.
+    """
     if text.isascii():
         return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
-    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    utf16 = text.encode("utf-16-le")
+    if len(utf16) == 2 * len(text):  # no surrogate pairs: every unit is a code point
+        return np.frombuffer(utf16, dtype="<u2")
+    return np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+
+
+def codes_text(codes: np.ndarray) -> str:
+    """The text of a ``text_codes`` array (inverse of ``text_codes``)."""
+    if codes.dtype == np.uint8:
+        return codecs.ascii_decode(codes.data)[0]
+    if codes.dtype == np.uint16:
+        return codecs.utf_16_le_decode(np.ascontiguousarray(codes, dtype="<u2").data)[0]
+    return codecs.utf_32_le_decode(np.ascontiguousarray(codes, dtype="<u4").data)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,10 +322,7 @@ def normalize(
         text, omap = _assemble_slow(source, cl, out_len, out_char, form)
         return NormalizedText(text, omap, _blocks(text, omap, None))
     kept, norm_at = _assemble(codes, cl, out_len, out_char)
-    if kept.dtype == np.uint8:
-        text = codecs.ascii_decode(kept.data)[0]
-    else:
-        text = kept.astype("<u4", copy=False).tobytes().decode("utf-32-le")
+    text = codes_text(kept)
     # One edit run per cluster.
     omap = OffsetMap.from_columns(norm_at, out_len, cl.start, cl.end - cl.start, len(text), n)
     # Paragraph separators are exactly the clusters that became "\n\n". A
@@ -379,7 +393,7 @@ def _assemble_numpy(
     # or two characters (a cluster turning into "\n\n" from a single LF gets
     # one inserted character).
     keep = np.ones(n, dtype=bool)
-    out = codes.copy() if codes.dtype == np.uint32 else codes.astype(np.uint8, copy=True)
+    out = codes.copy()
     if len(cl.start):
         lengths = cl.end - cl.start
         # Mark every cluster position as dropped (vectorized ranges).

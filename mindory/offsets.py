@@ -502,8 +502,8 @@ class Utf16Index:
     __slots__ = ("_astral_cp", "_astral_u16", "length", "utf16_length")
 
     def __init__(self, text: str) -> None:
-        if text.isascii():
-            astral: list[int] = []
+        if text.isascii() or len(text.encode("utf-16-le")) == 2 * len(text):
+            astral: list[int] = []  # no surrogate pairs (the encode is cheaper than a scan)
         else:
             astral = [m.start() for m in _ASTRAL_RE.finditer(text)]
         self._astral_cp = astral

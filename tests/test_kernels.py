@@ -219,3 +219,18 @@ def test_chunk_table_records_and_columns() -> None:
         table[2]
     empty = make_chunks(section, [], book_sha256="a" * 64, fingerprint="f")
     assert len(empty) == 0 and list(empty) == [] and empty.ids == []
+
+
+@pytest.mark.parametrize(
+    ("text", "dtype"),
+    [
+        ("plain ASCII", np.uint8),
+        ("curly ’quotes’ and 天下", np.uint16),
+        ("astral \U00020000", np.uint32),
+    ],
+)
+def test_text_codes_use_the_narrowest_array(text: str, dtype: type) -> None:
+    codes = normalize.text_codes(text)
+    assert codes.dtype == dtype
+    assert codes.tolist() == [ord(c) for c in text]
+    assert normalize.codes_text(codes) == text
