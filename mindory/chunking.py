@@ -238,7 +238,7 @@ def window_span_array(
     text: str, size: int = 800, overlap: int = 100, min_size: int = 50
 ) -> np.ndarray:
     """``window_spans`` as an (k, 2) int64 array (the compiled loop's own output)."""
-    if not kernels.AVAILABLE:
+    if not kernels.use(len(text)):
         spans = _window_spans_py(text, size, overlap, min_size)
         return np.asarray(spans, dtype=np.int64).reshape(-1, 2)
     n = len(text)
@@ -250,7 +250,7 @@ def window_span_array(
     count = 0
     s = _first_start(text, ascii_only)
     while s < n:
-        count, s, status = kernels.window_run(
+        count, s, status = kernels.jit().window_run(
             codes, s, size, overlap, ascii_only, starts, ends, count
         )
         if status == 0:

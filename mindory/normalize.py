@@ -125,8 +125,8 @@ def _whitespace_masks(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _clusters(codes: np.ndarray) -> _Clusters:
-    if kernels.AVAILABLE:
-        return _Clusters(*kernels.clusters(codes))
+    if kernels.use(len(codes)):
+        return _Clusters(*kernels.jit().clusters(codes))
     return _clusters_numpy(codes)
 
 
@@ -185,8 +185,8 @@ def detect_hard_wrap(text: str) -> bool:
 
 
 def _hard_wrapped(cl: _Clusters, n: int) -> bool:
-    if kernels.AVAILABLE:
-        inner, single, line_lengths = kernels.line_lengths(cl.start, cl.end, cl.breaks, n)
+    if kernels.use(n):
+        inner, single, line_lengths = kernels.jit().line_lengths(cl.start, cl.end, cl.breaks, n)
     else:
         at = np.flatnonzero((cl.start > 0) & (cl.end < n) & (cl.breaks > 0))
         inner = len(at)
@@ -311,8 +311,8 @@ def normalize(
     cl = _clusters(codes)
     if unwrap is None:
         unwrap = profile.unwrap == "always" or (profile.unwrap == "auto" and _hard_wrapped(cl, n))
-    if kernels.AVAILABLE:
-        out_len, out_char = kernels.cluster_outputs(
+    if kernels.use(n):
+        out_len, out_char = kernels.jit().cluster_outputs(
             codes, cl.start, cl.end, cl.breaks, cl.has_ascii_space, cl.first_visible, unwrap
         )
     else:
@@ -374,8 +374,8 @@ def _assemble(
     codes: np.ndarray, cl: _Clusters, out_len: np.ndarray, out_char: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Output codes, and the normalized position of each cluster's output."""
-    if kernels.AVAILABLE:
-        kept, norm_at = kernels.assemble(codes, cl.start, cl.end, out_len, out_char)
+    if kernels.use(len(codes)):
+        kept, norm_at = kernels.jit().assemble(codes, cl.start, cl.end, out_len, out_char)
         return kept, norm_at
     kept = _assemble_numpy(codes, cl, out_len, out_char)
     src_len = cl.end - cl.start

@@ -97,8 +97,10 @@ class OffsetMap:
     def _validate(self) -> None:
         a, n, b, m = self._a, self._n, self._b, self._m
         kind = -1
-        if kernels.AVAILABLE:
-            kind, k = kernels.map_error(a, n, b, m, self.normalized_length, self.source_length)
+        if kernels.loaded():  # never load numba just for this
+            kind, k = kernels.jit().map_error(
+                a, n, b, m, self.normalized_length, self.source_length
+            )
             if kind == 0:
                 return
             # Something is wrong: the checks below name it.
@@ -195,8 +197,8 @@ class OffsetMap:
         """Vectorized ``to_source`` for positions < normalized_length."""
         a, n, b, m = self._a, self._n, self._b, self._m
         starts = np.asarray(starts, dtype=np.int64)
-        if kernels.AVAILABLE:
-            return kernels.source_positions(a, n, b, m, starts, False)
+        if kernels.loaded():
+            return kernels.jit().source_positions(a, n, b, m, starts, False)
         k = np.searchsorted(a, starts, side="right") - 1
         out = starts.copy()  # no edit before: identity
         has = k >= 0
@@ -209,9 +211,9 @@ class OffsetMap:
     def source_ends(self, ends: np.ndarray) -> np.ndarray:
         """Vectorized ``to_source_end`` for positions > 0."""
         a, n, b, m = self._a, self._n, self._b, self._m
-        if kernels.AVAILABLE:
+        if kernels.loaded():
             ends = np.asarray(ends, dtype=np.int64)
-            return kernels.source_positions(a, n, b, m, ends, True)
+            return kernels.jit().source_positions(a, n, b, m, ends, True)
         last = np.asarray(ends, dtype=np.int64) - 1
         k = np.searchsorted(a, last, side="right") - 1
         out = last + 1

@@ -9,6 +9,7 @@ gets the same ids.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -28,6 +29,16 @@ from .strategies import messy_text
 if not kernels.AVAILABLE and os.environ.get("CI") == "true":  # pragma: no cover
     pytest.fail("numba is a dependency: the compiled loops must run in CI")
 pytestmark = pytest.mark.skipif(not kernels.AVAILABLE, reason="numba is not installed")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled_for_every_length() -> Iterator[None]:
+    """Short texts normally take the reference path: here they take the compiled one."""
+    saved = kernels.MIN_CHARS
+    kernels.MIN_CHARS = 0
+    yield
+    kernels.MIN_CHARS = saved
+
 
 # ASCII text with every whitespace/control shape, long enough to cross the
 # 8-byte words the ASCII scan reads.
@@ -76,7 +87,7 @@ def _reference(monkeypatch: pytest.MonkeyPatch) -> None:
 @given(any_text)
 def test_clusters_equal_numpy_reference(text: str) -> None:
     codes = normalize.text_codes(text)
-    got = kernels.clusters(codes)
+    got = kernels.jit().clusters(codes)
     ref = normalize._clusters_numpy(codes)
     want = (ref.start, ref.end, ref.breaks, ref.has_ascii_space, ref.first_visible)
     for g, w in zip(got, want, strict=True):
@@ -88,7 +99,7 @@ def test_clusters_across_the_scan_blocks() -> None:
     block = 1 << 20
     text = "x" * (block - 3) + " \r\n\r\n  y" + "z " * 50 + "  \t"
     codes = normalize.text_codes(text)
-    got = kernels.clusters(codes)
+    got = kernels.jit().clusters(codes)
     ref = normalize._clusters_numpy(codes)
     assert np.array_equal(got[0], ref.start) and np.array_equal(got[1], ref.end)
     assert np.array_equal(got[2], ref.breaks)
@@ -234,3 +245,14 @@ def test_text_codes_use_the_narrowest_array(text: str, dtype: type) -> None:
     assert codes.dtype == dtype
     assert codes.tolist() == [ord(c) for c in text]
     assert normalize.codes_text(codes) == text
+
+
+def test_path_choice_is_by_length_and_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below MIN_CHARS the references run unless the compiled loops are already loaded."""
+    monkeypatch.setattr(kernels, "MIN_CHARS", 1000)
+    monkeypatch.setattr(kernels, "_module", None)
+    assert not kernels.use(999) and kernels.use(1000) and not kernels.loaded()
+    kernels.jit()
+    assert kernels.loaded() and kernels.use(10)
+    monkeypatch.setattr(kernels, "AVAILABLE", False)
+    assert not kernels.use(10**9) and not kernels.loaded()
