@@ -18,7 +18,7 @@ previous chunk, so no text is dropped.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import regex
@@ -30,6 +30,7 @@ from .records import (
     Book,
     Chunk,
     ChunkSettings,
+    RecordTable,
     Section,
     Settings,
     chunk_id_from,
@@ -326,14 +327,13 @@ def chunk_section(
     )
 
 
-class ChunkTable(Sequence[Chunk]):
+class ChunkTable(RecordTable[Chunk]):
     """The chunks of one section, stored column-wise; Chunk records are made on access.
 
     Spans (normalized, source, UTF-16) are int64 arrays and the texts a list,
     all computed up front. Ids are a pure function of the span (see
     ``records.chunk_id``): each record computes its own, and ``ids`` computes
-    them all once. Like ``BlockTable``: long books make tens of thousands of
-    chunks, and most consumers (storage, statistics) read columns.
+    them all once.
     """
 
     __slots__ = ("_contexts", "_ids", "_prefix", "columns", "ordinal", "texts")
@@ -357,27 +357,17 @@ class ChunkTable(Sequence[Chunk]):
     def __len__(self) -> int:
         return len(self.texts)
 
-    @overload
-    def __getitem__(self, i: int) -> Chunk: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Chunk]: ...
-    def __getitem__(self, i: int | slice) -> Chunk | list[Chunk]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"chunk {i} outside [0, {len(self)})")
-        return self._record(i, *self.columns[i].tolist())
+    def _record(self, i: int) -> Chunk:
+        return self._make(i, *self.columns[i].tolist())
 
-    def _record(self, i: int, s: int, e: int, ss: int, se: int, us: int, ue: int) -> Chunk:
+    def _make(self, i: int, s: int, e: int, ss: int, se: int, us: int, ue: int) -> Chunk:
         chunk_id = self._ids[i] if self._ids is not None else chunk_id_from(self._prefix, s, e)
         context = None if self._contexts is None else self._contexts[i]
         return Chunk(chunk_id, self.ordinal, i, s, e, ss, se, us, ue, self.texts[i], context)
 
     def __iter__(self) -> Iterator[Chunk]:
-        for i, row in enumerate(self.columns.tolist()):
-            yield self._record(i, *row)
+        for i, row in enumerate(self.columns.tolist()):  # one conversion for all rows
+            yield self._make(i, *row)
 
     @property
     def ids(self) -> list[str]:
@@ -386,14 +376,6 @@ class ChunkTable(Sequence[Chunk]):
             prefix = self._prefix
             self._ids = [chunk_id_from(prefix, s, e) for s, e in self.columns[:, :2].tolist()]
         return self._ids
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence):
-            return list(self) == list(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
 
     def __repr__(self) -> str:
         return f"ChunkTable(section {self.ordinal}, {len(self)} chunks)"

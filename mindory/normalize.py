@@ -25,15 +25,14 @@ from __future__ import annotations
 import codecs
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import overload
 
 import numpy as np
 
 from . import kernels
 from .offsets import MapBuilder, OffsetMap, UnicodeForm
-from .records import HEADING, PARAGRAPH, Block, NormalizeProfile
+from .records import HEADING, PARAGRAPH, Block, NormalizeProfile, RecordTable
 
 __all__ = [
     "BlockTable",
@@ -209,7 +208,7 @@ def _percentile_90_at_most(values: np.ndarray, limit: int) -> bool:
     return float(np.percentile(values, 90)) <= limit
 
 
-class BlockTable(Sequence[Block]):
+class BlockTable(RecordTable[Block]):
     """Render blocks of a section, stored column-wise (cheap for long books)."""
 
     __slots__ = ("_cols",)
@@ -246,23 +245,11 @@ class BlockTable(Sequence[Block]):
     def __len__(self) -> int:
         return len(self._cols[0])
 
-    @overload
-    def __getitem__(self, i: int) -> Block: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Block]: ...
-    def __getitem__(self, i: int | slice) -> Block | list[Block]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
+    def _record(self, i: int) -> Block:
         kinds, levels, starts, ends, sstarts, sends = self._cols
         return Block(
             i, kinds[i], int(starts[i]), int(ends[i]), int(sstarts[i]), int(sends[i]), levels[i]
         )
-
-    def __iter__(self) -> Iterator[Block]:
-        for i in range(len(self)):
-            yield self[i]
 
     @property
     def starts(self) -> np.ndarray:
@@ -277,14 +264,6 @@ class BlockTable(Sequence[Block]):
     def kinds(self) -> list[str]:
         """Kinds of all blocks (the stored list itself: do not modify)."""
         return self._cols[0]
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence):
-            return list(self) == list(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
 
     def __repr__(self) -> str:
         return f"BlockTable({len(self)} blocks)"

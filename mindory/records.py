@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from .offsets import OffsetMap, UnicodeForm
 
@@ -244,3 +244,49 @@ def chunk_id_from(prefix: Any, start: int, end: int) -> str:
     h = prefix.copy()
     h.update(b"%d:%d" % (start, end))
     return str(h.hexdigest()[:32])
+
+
+R = TypeVar("R")
+
+
+class RecordTable(Sequence[R]):
+    """Records stored column-wise, made on access (``BlockTable``, ``ChunkTable``).
+
+    Long books hold tens of thousands of blocks and chunks; most consumers read
+    columns, and a frozen record each would cost more than the work that found
+    them. Subclasses give ``__len__`` and ``_record(i)`` for ``0 <= i < len``.
+    Equality is a list's: a table equals any sequence of the same records.
+    """
+
+    __slots__ = ()
+
+    def _record(self, i: int) -> R:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, i: int) -> R: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[R]: ...
+    def __getitem__(self, i: int | slice) -> R | list[R]:
+        if isinstance(i, slice):
+            return [self._record(k) for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"record {i} outside [0, {len(self)})")
+        return self._record(i)
+
+    def __iter__(self) -> Iterator[R]:
+        for i in range(len(self)):
+            yield self._record(i)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} records)"
