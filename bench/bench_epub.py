@@ -113,7 +113,7 @@ def main() -> None:
         m = statistics.median(r["seconds"] for r in res["mindory"])
         npk = max(r["peak_mb"] for r in res["naive"])
         mpk = max(r["peak_mb"] for r in res["mindory"])
-        print(f"| {name} | {n:.2f} | {m:.2f} | {m / n:.2f} | {npk:.0f} | {mpk:.0f} |")
+        print(f"| {name} | {n:.3f} | {m:.3f} | {m / n:.2f} | {npk:.0f} | {mpk:.0f} |")
 
 
 if __name__ == "__main__":

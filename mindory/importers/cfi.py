@@ -45,7 +45,8 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 from ..errors import MindoryError
@@ -54,6 +55,7 @@ from ..offsets import Utf16Index
 __all__ = [
     "EPUBJS",
     "SPEC",
+    "CfiColumns",
     "CfiDocument",
     "CfiError",
     "CfiPath",
@@ -61,6 +63,7 @@ __all__ = [
     "ParsedCfi",
     "escape_cfi",
     "parse_cfi",
+    "cfi_start_columns",
     "spine_step_of",
 ]
 
@@ -462,6 +465,41 @@ def _split_assertion(chars: _Chars, original: str) -> tuple[list[str], tuple[tup
 # --------------------------------------------------------------------------- the table
 
 
+class _LazyUtf16:
+    """A text's Utf16Index, made on first use and shared by a document's trees.
+
+    Making one scans the whole text; an import stores the CFI table without
+    converting a single position, so it should not pay for that scan.
+    """
+
+    __slots__ = ("_index", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._index: Utf16Index | None = None
+
+    def get(self) -> Utf16Index:
+        if self._index is None:
+            self._index = Utf16Index(self._text)
+        return self._index
+
+
+class _PieceIndex(NamedTuple):
+    starts: list[int]
+    nz: list[int]
+    nz_starts: list[int]
+    spec_off: list[int]
+    ej_step: list[int]
+    first_piece: list[int]
+    last_piece: list[int]
+
+
+class _NodeIndex(NamedTuple):
+    children: dict[tuple[int, int], int]
+    nchild: list[int]
+    by_id: dict[str, int]
+
+
 @dataclass(frozen=True, eq=False)
 class _Tree:
     """Elements and text pieces of one parsed document, plus derived lookups.
@@ -483,25 +521,33 @@ class _Tree:
     lens: tuple[int, ...]
     node: tuple[int, ...]
     tstep: tuple[int, ...]
-    u16: Utf16Index = field(repr=False)
-    # derived
-    starts: list[int] = field(init=False, repr=False)
-    nz: list[int] = field(init=False, repr=False)  # indices of non-empty pieces
-    nz_starts: list[int] = field(init=False, repr=False)
-    spec_off: list[int] = field(init=False, repr=False)  # UTF-16 offset in its spec chunk
-    ej_step: list[int] = field(init=False, repr=False)  # epub.js odd step (0: no text node)
-    first_piece: list[int] = field(init=False, repr=False)
-    last_piece: list[int] = field(init=False, repr=False)
-    children: dict[tuple[int, int], int] = field(init=False, repr=False)
-    nchild: list[int] = field(init=False, repr=False)
-    by_id: dict[str, int] = field(init=False, repr=False)
+    utf16: _LazyUtf16 = field(repr=False)
     _runs: dict[tuple[int, int], list[int]] = field(init=False, repr=False)
     _ej: dict[tuple[int, int], int] = field(init=False, repr=False)
     _paths: dict[tuple[int, str], str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        nnodes, npieces = len(self.parent), len(self.lens)
+        setattr_ = object.__setattr__
+        setattr_(self, "_runs", {})
+        setattr_(self, "_ej", {})
+        setattr_(self, "_paths", {})
+
+    # Every lookup below is made on first use, not at construction: an import
+    # only stores the columns (``to_json``), so making them there is wasted work.
+
+    @cached_property
+    def u16(self) -> Utf16Index:
+        return self.utf16.get()
+
+    @cached_property
+    def _pieces(self) -> _PieceIndex:
+        lens, node, tstep = self.lens, self.node, self.tstep
+        nnodes, npieces = len(self.parent), len(lens)
         u16 = self.u16
+        length = u16.length
+        # Without characters outside the BMP a UTF-16 position is the code
+        # point position; to_utf16 is then only called to reject a bad one.
+        astral = u16.utf16_length != length
         starts = [0] * npieces
         spec_off = [0] * npieces
         ej_step = [0] * npieces
@@ -510,18 +556,17 @@ class _Tree:
         last = [-1] * nnodes
         text_nodes = [0] * nnodes
         pos = 0
-        prev_key = (-1, -1)
+        prev_nd = prev_ts = -1
         prev_u = 0
         for i in range(npieces):
-            ln, nd, ts = self.lens[i], self.node[i], self.tstep[i]
+            ln, nd, ts = lens[i], node[i], tstep[i]
             starts[i] = pos
-            u_start = u16.to_utf16(pos)
-            if (nd, ts) == prev_key:
+            u_start = u16.to_utf16(pos) if astral or not 0 <= pos <= length else pos
+            if nd == prev_nd and ts == prev_ts:
                 # Same chunk as the previous piece (split by a comment): offsets
                 # continue; pieces are contiguous, so its length is the difference.
                 spec_off[i] = spec_off[i - 1] + (u_start - prev_u)
-            prev_key = (nd, ts)
-            prev_u = u_start
+            prev_nd, prev_ts, prev_u = nd, ts, u_start
             if ln:
                 nz.append(i)
                 ej_step[i] = 2 * text_nodes[nd] + 1
@@ -530,31 +575,72 @@ class _Tree:
                 first[nd] = i
             last[nd] = i
             pos += ln
+        nz_starts = [starts[i] for i in nz]
+        return _PieceIndex(starts, nz, nz_starts, spec_off, ej_step, first, last)
+
+    @cached_property
+    def _nodes(self) -> _NodeIndex:
+        parent, step, ids = self.parent, self.step, self.ids
         children: dict[tuple[int, int], int] = {}
-        nchild = [0] * nnodes
+        nchild = [0] * len(parent)
         by_id: dict[str, int] = {}
-        for k in range(nnodes):
-            p = self.parent[k]
+        for k in range(len(parent)):
+            p = parent[k]
             if p >= 0:
-                children[(p, self.step[k])] = k
-                nchild[p] = max(nchild[p], self.step[k] // 2)
-            ident = self.ids[k]
+                children[(p, step[k])] = k
+                nchild[p] = max(nchild[p], step[k] // 2)
+            ident = ids[k]
             if ident is not None and ident not in by_id:
                 by_id[ident] = k  # the first one, as getElementById does
-        setattr_ = object.__setattr__
-        setattr_(self, "starts", starts)
-        setattr_(self, "nz", nz)
-        setattr_(self, "nz_starts", [starts[i] for i in nz])
-        setattr_(self, "spec_off", spec_off)
-        setattr_(self, "ej_step", ej_step)
-        setattr_(self, "first_piece", first)
-        setattr_(self, "last_piece", last)
-        setattr_(self, "children", children)
-        setattr_(self, "nchild", nchild)
-        setattr_(self, "by_id", by_id)
-        setattr_(self, "_runs", {})
-        setattr_(self, "_ej", {})
-        setattr_(self, "_paths", {})
+        return _NodeIndex(children, nchild, by_id)
+
+    def derive(self) -> None:
+        """Make every lookup now (a stored table is checked this way when it is read)."""
+        self._pieces  # noqa: B018
+        self._nodes  # noqa: B018
+
+    @cached_property
+    def starts(self) -> list[int]:
+        return self._pieces.starts
+
+    @cached_property
+    def nz(self) -> list[int]:
+        """Indices of the non-empty pieces."""
+        return self._pieces.nz
+
+    @cached_property
+    def nz_starts(self) -> list[int]:
+        return self._pieces.nz_starts
+
+    @cached_property
+    def spec_off(self) -> list[int]:
+        """UTF-16 offset of each piece in its spec chunk."""
+        return self._pieces.spec_off
+
+    @cached_property
+    def ej_step(self) -> list[int]:
+        """epub.js odd step of each piece (0: no text node)."""
+        return self._pieces.ej_step
+
+    @cached_property
+    def first_piece(self) -> list[int]:
+        return self._pieces.first_piece
+
+    @cached_property
+    def last_piece(self) -> list[int]:
+        return self._pieces.last_piece
+
+    @cached_property
+    def children(self) -> dict[tuple[int, int], int]:
+        return self._nodes.children
+
+    @cached_property
+    def nchild(self) -> list[int]:
+        return self._nodes.nchild
+
+    @cached_property
+    def by_id(self) -> dict[str, int]:
+        return self._nodes.by_id
 
     def columns(self) -> tuple[Any, ...]:
         return (self.parent, self.step, self.ids, self.body, self.lens, self.node, self.tstep)
@@ -665,7 +751,7 @@ class _Tree:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], u16: Utf16Index) -> _Tree:
+    def from_dict(cls, d: dict[str, Any], u16: _LazyUtf16) -> _Tree:
         try:
             tree = cls(
                 parent=tuple(int(x) for x in d["parent"]),
@@ -675,8 +761,9 @@ class _Tree:
                 lens=tuple(int(x) for x in d["len"]),
                 node=tuple(int(x) for x in d["node"]),
                 tstep=tuple(int(x) for x in d["tstep"]),
-                u16=u16,
+                utf16=u16,
             )
+            tree.derive()
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise CfiError(f"corrupt CFI table: {exc!r}") from exc
         tree.check()
@@ -721,21 +808,63 @@ def _element_index(el: Any) -> int:
     raise CfiError("element not found under its parent")  # pragma: no cover
 
 
-def _build(root: Any, body: Any) -> tuple[dict[str, Any], str]:
+# The table's columns (lists while a walk fills them, or tuples), keyed as in the
+# serialized form (``_Tree.to_dict``).
+CfiColumns = dict[str, Any]
+
+
+def cfi_start_columns(root: Any, body: Any) -> CfiColumns:
+    """Columns holding ``root`` and the ancestors of ``body`` (``body`` last), no text yet.
+
+    The body subtree's rows are appended by a walk in document order: this
+    module's :func:`_build`, or the importer's text walk, which makes the
+    same rows while it reads the text (one walk over the tree, not two).
+    """
+    chain: list[Any] = []
+    el = body
+    while el is not root:
+        chain.append(el)
+        el = el.getparent()
+        if el is None:
+            raise CfiError("<body> is not inside the given root element")
+    parent: list[int] = [-1]
+    step: list[int] = [0]
+    ids: list[str | None] = [_id_of(root)]
+    for el in reversed(chain):
+        parent.append(len(parent) - 1)
+        step.append(2 * (_element_index(el) + 1))
+        ids.append(_id_of(el))
+    return {
+        "parent": parent,
+        "step": step,
+        "id": ids,
+        "body": len(parent) - 1,
+        "len": [],
+        "node": [],
+        "tstep": [],
+    }
+
+
+def _id_of(el: Any) -> str | None:
+    ident = el.get("id")
+    return None if ident is None else str(ident)
+
+
+def _build(root: Any, body: Any) -> tuple[CfiColumns, str]:
     """Walk ``body`` (iteratively: books nest deeper than Python's recursion limit)."""
-    parent: list[int] = []
-    step: list[int] = []
-    ids: list[str | None] = []
-    lens: list[int] = []
-    pnode: list[int] = []
-    tstep: list[int] = []
+    cols = cfi_start_columns(root, body)
+    parent: list[int] = cols["parent"]
+    step: list[int] = cols["step"]
+    ids: list[str | None] = cols["id"]
+    lens: list[int] = cols["len"]
+    pnode: list[int] = cols["node"]
+    tstep: list[int] = cols["tstep"]
     texts: list[str] = []
 
     def add_node(p: int, s: int, el: Any) -> int:
         parent.append(p)
         step.append(s)
-        ident = el.get("id")
-        ids.append(None if ident is None else str(ident))
+        ids.append(_id_of(el))
         return len(parent) - 1
 
     def emit(text: str | None, nd: int, ts: int) -> None:
@@ -745,17 +874,7 @@ def _build(root: Any, body: Any) -> tuple[dict[str, Any], str]:
         pnode.append(nd)
         tstep.append(ts)
 
-    chain: list[Any] = []
-    el = body
-    while el is not root:
-        chain.append(el)
-        el = el.getparent()
-        if el is None:
-            raise CfiError("<body> is not inside the given root element")
-    add_node(-1, 0, root)
-    for el in reversed(chain):
-        add_node(len(parent) - 1, 2 * (_element_index(el) + 1), el)
-    body_node = len(parent) - 1
+    body_node: int = cols["body"]
 
     # Frame: children iterator, element index, element children seen, tail to
     # emit after the subtree (text, parent index, its odd step).
@@ -779,15 +898,6 @@ def _build(root: Any, body: Any) -> tuple[dict[str, Any], str]:
         else:
             # Comment / PI / entity: no text of its own; its tail joins the current chunk.
             emit(c.tail, nd, 2 * count[0] + 1)
-    cols = {
-        "parent": parent,
-        "step": step,
-        "id": ids,
-        "body": body_node,
-        "len": lens,
-        "node": pnode,
-        "tstep": tstep,
-    }
     return cols, "".join(texts)
 
 
@@ -882,7 +992,33 @@ class CfiDocument:
             if body is None:
                 raise CfiError("the document has no <body>")
         cols, text = _build(root, body)
-        u16 = Utf16Index(text)
+        return cls.from_columns(
+            cols,
+            text,
+            spine_index=spine_index,
+            itemref_id=itemref_id,
+            html_root=html_root,
+            spine_step=spine_step,
+        )
+
+    @classmethod
+    def from_columns(
+        cls,
+        cols: CfiColumns,
+        text: str,
+        *,
+        spine_index: int,
+        itemref_id: str | None,
+        html_root: Any = None,
+        spine_step: int = 6,
+    ) -> CfiDocument:
+        """Build the table from columns already made by a walk of the document.
+
+        ``cols`` are :func:`cfi_start_columns` completed with the body's rows
+        in document order; ``text`` is the concatenation of their pieces (the
+        source text). The rest is as in :meth:`from_tree`.
+        """
+        u16 = _LazyUtf16(text)
         doc = _tree(cols, u16)
         html: _Tree | None = None
         source = "xml"
@@ -937,7 +1073,7 @@ class CfiDocument:
             raise CfiError("the stored CFI table belongs to a different source text")
         if not isinstance(text, str):
             raise CfiError("the CFI table holds no text: pass source_text")
-        u16 = Utf16Index(text)
+        u16 = _LazyUtf16(text)
         doc = _Tree.from_dict(data["doc"], u16)
         html = _Tree.from_dict(data["html"], u16) if data.get("html") else None
         try:
@@ -1157,7 +1293,7 @@ class CfiDocument:
             )
 
 
-def _tree(cols: dict[str, Any], u16: Utf16Index) -> _Tree:
+def _tree(cols: CfiColumns, u16: _LazyUtf16) -> _Tree:
     return _Tree(
         parent=tuple(cols["parent"]),
         step=tuple(cols["step"]),
@@ -1166,7 +1302,7 @@ def _tree(cols: dict[str, Any], u16: Utf16Index) -> _Tree:
         lens=tuple(cols["len"]),
         node=tuple(cols["node"]),
         tstep=tuple(cols["tstep"]),
-        u16=u16,
+        utf16=u16,
     )
 
 

@@ -541,7 +541,7 @@ def _build_section(
     raw = read_member(archive, doc.path)
     root, body, parser, w = parse_content(raw, doc.path, archive.path)
     warnings.extend(w)
-    text = extract_text(body, profile.unicode_form, doc.path, archive.path)
+    text = extract_text(body, profile.unicode_form, doc.path, archive.path, root=root)
     dom = ParsedDocument(
         root,
         body,
@@ -555,6 +555,8 @@ def _build_section(
         # epub.js parses .html/.htm through the HTML parser: keep the bytes
         # so the CFI table can be computed on that tree too.
         raw_bytes=raw if _HTML_NAME_RE.search(doc.path) else None,
+        cfi_columns=text.cfi_columns,
+        source_text=text.source_text,
     )
     return Section(
         ordinal=index,
