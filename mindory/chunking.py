@@ -239,7 +239,9 @@ def window_span_array(
     text: str, size: int = 800, overlap: int = 100, min_size: int = 50
 ) -> np.ndarray:
     """``window_spans`` as an (k, 2) int64 array (the compiled loop's own output)."""
-    if not kernels.use(len(text)):
+    # The compiled loop only when it is already loaded: the Python loop costs a
+    # few microseconds a window, far less than loading numba for one text.
+    if not kernels.loaded():
         spans = _window_spans_py(text, size, overlap, min_size)
         return np.asarray(spans, dtype=np.int64).reshape(-1, 2)
     n = len(text)

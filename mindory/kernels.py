@@ -7,11 +7,14 @@ check kernel == reference on generated text, so the output — and every id — 
 the same on either path.
 
 Which path runs is a speed choice only. Loading numba and its cached machine
-code costs about half a second per process, so a text shorter than
-``MIN_CHARS`` takes the reference path (fast enough at that size), and a
-process that never meets a long text never loads numba. Without numba, or with
-``MINDORY_NO_JIT=1``, the references always run. The numba code lives in
-``_kernels_jit`` and is imported on first use.
+code costs about half a second per process, which pays off only over many
+megabytes of text (a library import, the API server, a benchmark). So only
+plain-text normalization of a text of at least ``MIN_CHARS`` code points loads
+it; everything else (the window chunker, map lookups and checks) uses the
+compiled loops only once they are loaded, and a process that never meets a
+long plain text — an EPUB import, a short book — never loads numba. Without
+numba, or with ``MINDORY_NO_JIT=1``, the references always run. The numba code
+lives in ``_kernels_jit`` and is imported on first use.
 """
 
 from __future__ import annotations

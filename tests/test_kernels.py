@@ -36,6 +36,7 @@ def _compiled_for_every_length() -> Iterator[None]:
     """Short texts normally take the reference path: here they take the compiled one."""
     saved = kernels.MIN_CHARS
     kernels.MIN_CHARS = 0
+    kernels.jit()  # loaded: every caller takes the compiled path
     yield
     kernels.MIN_CHARS = saved
 
