@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mindory import kernels
 from mindory.chunking import make_chunks, window_span_array
 from mindory.normalize import normalize
 from mindory.records import Section
@@ -84,10 +85,21 @@ def peak_mb(fn: Callable[[str], Any], text: str) -> float:
     return peak / 1e6
 
 
+def compiled_loops() -> str:
+    """Load the compiled loops first: this measures a long-running process (a library
+    import or the server loads them after its first LOAD_AFTER characters); with
+    MINDORY_NO_JIT=1 it measures the references, as a one-off job runs."""
+    if kernels.AVAILABLE:
+        kernels.jit()
+        return "compiled loops: loaded (a long-running process)\n"
+    return "compiled loops: off (MINDORY_NO_JIT=1 or no numba): the references run\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    print(compiled_loops())
     rows = []
     for label, text in texts().items():
         mb = len(text.encode("utf-8")) / 1e6

@@ -7,14 +7,16 @@ check kernel == reference on generated text, so the output — and every id — 
 the same on either path.
 
 Which path runs is a speed choice only. Loading numba and its cached machine
-code costs about half a second per process, which pays off only over many
-megabytes of text (a library import, the API server, a benchmark). So only
-plain-text normalization of a text of at least ``MIN_CHARS`` code points loads
-it; everything else (the window chunker, map lookups and checks) uses the
-compiled loops only once they are loaded, and a process that never meets a
-long plain text — an EPUB import, a short book — never loads numba. Without
-numba, or with ``MINDORY_NO_JIT=1``, the references always run. The numba code
-lives in ``_kernels_jit`` and is imported on first use.
+code costs about half a second per process; it saves a few milliseconds per
+million characters. So a process rents before it buys (the ski-rental rule):
+plain-text normalization runs the references until the process has normalized
+``LOAD_AFTER`` code points in all — a library import of many books, the API
+server — and then loads the compiled loops. Everything else (the window
+chunker, map lookups and checks) uses them once they are loaded. A one-off job
+(``mindory chunk`` on a book, an EPUB import) never loads numba. Without numba,
+or with ``MINDORY_NO_JIT=1``, the references always run; ``jit()`` loads them
+at once (benchmarks of a long-running process do). The numba code lives in
+``_kernels_jit``.
 """
 
 from __future__ import annotations
@@ -24,18 +26,30 @@ import os
 from types import ModuleType
 from typing import Any
 
-__all__ = ["AVAILABLE", "MIN_CHARS", "jit", "loaded", "use"]
+__all__ = ["AVAILABLE", "LOAD_AFTER", "jit", "loaded", "use"]
 
 AVAILABLE = not os.environ.get("MINDORY_NO_JIT") and importlib.util.find_spec("numba") is not None
-# Texts at least this long (code points) take the compiled path.
-MIN_CHARS = 256 * 1024
+# Code points normalized by this process before the compiled loops are loaded.
+LOAD_AFTER = 64 * 1024 * 1024
 
 _module: ModuleType | None = None
+_normalized = 0  # code points normalized so far by this process
 
 
 def use(length: int) -> bool:
-    """Take the compiled path for a text of ``length`` code points?"""
-    return AVAILABLE and (length >= MIN_CHARS or _module is not None)
+    """Take the compiled path to normalize a text of ``length`` code points?
+
+    Counts the text towards ``LOAD_AFTER``; loads the compiled loops when the
+    count reaches it.
+    """
+    global _normalized
+    if not AVAILABLE:
+        return False
+    if _module is None:
+        _normalized += length
+        if _normalized < LOAD_AFTER:
+            return False
+    return True
 
 
 def loaded() -> bool:

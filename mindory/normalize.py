@@ -123,8 +123,8 @@ def _whitespace_masks(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return special | wide | (codes == 0x20), special
 
 
-def _clusters(codes: np.ndarray) -> _Clusters:
-    if kernels.use(len(codes)):
+def _clusters(codes: np.ndarray, compiled: bool) -> _Clusters:
+    if compiled:
         return _Clusters(*kernels.jit().clusters(codes))
     return _clusters_numpy(codes)
 
@@ -180,11 +180,12 @@ def detect_hard_wrap(text: str) -> bool:
     points). One-line-per-paragraph texts (most Chinese novels) fail the line
     length or the blank-line test and keep each line as a paragraph.
     """
-    return _hard_wrapped(_clusters(text_codes(text)), len(text))
+    compiled = kernels.loaded()
+    return _hard_wrapped(_clusters(text_codes(text), compiled), len(text), compiled)
 
 
-def _hard_wrapped(cl: _Clusters, n: int) -> bool:
-    if kernels.use(n):
+def _hard_wrapped(cl: _Clusters, n: int, compiled: bool) -> bool:
+    if compiled:
         inner, single, line_lengths = kernels.jit().line_lengths(cl.start, cl.end, cl.breaks, n)
     else:
         at = np.flatnonzero((cl.start > 0) & (cl.end < n) & (cl.breaks > 0))
@@ -287,10 +288,13 @@ def normalize(
     profile = profile or NormalizeProfile()
     codes = text_codes(source)
     n = len(codes)
-    cl = _clusters(codes)
+    compiled = kernels.use(n)  # the same path for every step of this text
+    cl = _clusters(codes, compiled)
     if unwrap is None:
-        unwrap = profile.unwrap == "always" or (profile.unwrap == "auto" and _hard_wrapped(cl, n))
-    if kernels.use(n):
+        unwrap = profile.unwrap == "always" or (
+            profile.unwrap == "auto" and _hard_wrapped(cl, n, compiled)
+        )
+    if compiled:
         out_len, out_char = kernels.jit().cluster_outputs(
             codes, cl.start, cl.end, cl.breaks, cl.has_ascii_space, cl.first_visible, unwrap
         )
@@ -300,7 +304,7 @@ def normalize(
     if form is not None and not source.isascii() and not unicodedata.is_normalized(form, source):
         text, omap = _assemble_slow(source, cl, out_len, out_char, form)
         return NormalizedText(text, omap, _blocks(text, omap, None))
-    kept, norm_at = _assemble(codes, cl, out_len, out_char)
+    kept, norm_at = _assemble(codes, cl, out_len, out_char, compiled)
     text = codes_text(kept)
     # One edit run per cluster.
     omap = OffsetMap.from_columns(norm_at, out_len, cl.start, cl.end - cl.start, len(text), n)
@@ -350,10 +354,14 @@ def _cluster_outputs_numpy(
 
 
 def _assemble(
-    codes: np.ndarray, cl: _Clusters, out_len: np.ndarray, out_char: np.ndarray
+    codes: np.ndarray,
+    cl: _Clusters,
+    out_len: np.ndarray,
+    out_char: np.ndarray,
+    compiled: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Output codes, and the normalized position of each cluster's output."""
-    if kernels.use(len(codes)):
+    if compiled:
         kept, norm_at = kernels.jit().assemble(codes, cl.start, cl.end, out_len, out_char)
         return kept, norm_at
     kept = _assemble_numpy(codes, cl, out_len, out_char)

@@ -9,7 +9,6 @@ gets the same ids.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -32,13 +31,9 @@ pytestmark = pytest.mark.skipif(not kernels.AVAILABLE, reason="numba is not inst
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _compiled_for_every_length() -> Iterator[None]:
-    """Short texts normally take the reference path: here they take the compiled one."""
-    saved = kernels.MIN_CHARS
-    kernels.MIN_CHARS = 0
-    kernels.jit()  # loaded: every caller takes the compiled path
-    yield
-    kernels.MIN_CHARS = saved
+def _compiled_loaded() -> None:
+    """Loaded: every caller takes the compiled path (the references run when patched off)."""
+    kernels.jit()
 
 
 # ASCII text with every whitespace/control shape, long enough to cross the
@@ -248,11 +243,13 @@ def test_text_codes_use_the_narrowest_array(text: str, dtype: type) -> None:
     assert normalize.codes_text(codes) == text
 
 
-def test_path_choice_is_by_length_and_loading(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Below MIN_CHARS the references run unless the compiled loops are already loaded."""
-    monkeypatch.setattr(kernels, "MIN_CHARS", 1000)
+def test_path_choice_rents_before_it_buys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The references run until the process has normalized LOAD_AFTER code points."""
+    monkeypatch.setattr(kernels, "LOAD_AFTER", 1000)
+    monkeypatch.setattr(kernels, "_normalized", 0)
     monkeypatch.setattr(kernels, "_module", None)
-    assert not kernels.use(999) and kernels.use(1000) and not kernels.loaded()
+    assert not kernels.use(600) and not kernels.loaded()
+    assert kernels.use(600)  # 1,200 so far: from now on, compiled
     kernels.jit()
     assert kernels.loaded() and kernels.use(10)
     monkeypatch.setattr(kernels, "AVAILABLE", False)
