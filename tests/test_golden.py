@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mindory import kernels
 from mindory.chunking import chunk_book
 from mindory.importers import load_book
 from mindory.records import Settings
@@ -68,3 +69,14 @@ def test_golden(name: str) -> None:
     for got, want in zip(lines[1:], expected[1:]):
         assert got == want, "chunk drifted (run `make golden` only if the change is intended)"
     assert len(lines) == len(expected)
+
+
+@pytest.mark.skipif(not kernels.AVAILABLE, reason="numba is not installed")
+@pytest.mark.parametrize("name", ["news-from-nowhere.txt", "qiaoshi-yanyi.txt"])
+def test_golden_with_the_compiled_loops(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same bytes when the process has loaded the compiled loops (a long-running one)."""
+    monkeypatch.setattr(kernels, "LOAD_AFTER", 0)
+    kernels.jit()
+    lines = _golden_lines(SAMPLES / name)
+    expected = (GOLDEN / (Path(name).stem + ".jsonl")).read_text(encoding="utf-8").splitlines()
+    assert lines == expected
