@@ -45,9 +45,9 @@ import regex
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_chunk import compiled_loops  # noqa: E402
 from bench_chunk import texts as prose_texts  # noqa: E402
 
-from mindory import kernels  # noqa: E402
 from mindory.chunking import make_chunks  # noqa: E402
 from mindory.importers import load_book  # noqa: E402
 from mindory.normalize import detect_hard_wrap, normalize  # noqa: E402
@@ -277,16 +277,6 @@ def small_peers(size: int) -> dict[str, Callable[[str], Spans]]:
 
 
 # --------------------------------------------------------------------------- main
-
-
-def compiled_loops() -> str:
-    """Load the compiled loops first: this measures a long-running process (a library
-    import or the server loads them after its first LOAD_AFTER characters); with
-    MINDORY_NO_JIT=1 it measures the references, as a one-off job runs."""
-    if kernels.AVAILABLE:
-        kernels.jit()
-        return "compiled loops: loaded (a long-running process)\n"
-    return "compiled loops: off (MINDORY_NO_JIT=1 or no numba): the references run\n"
 
 
 def main() -> None:

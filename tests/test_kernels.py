@@ -23,7 +23,7 @@ from mindory.offsets import OffsetMap, OffsetMapError
 from mindory.records import Section, chunk_id
 
 from .conftest import corpus_file
-from .strategies import messy_text
+from .strategies import PIECES, messy_text
 
 if not kernels.AVAILABLE and os.environ.get("CI") == "true":  # pragma: no cover
     pytest.fail("numba is a dependency: the compiled loops must run in CI")
@@ -42,35 +42,9 @@ ascii_text = st.lists(
     st.sampled_from(list("ab .!?\"')") + ["  ", "\t", "\r", "\n", "\r\n", "\x0b", "\x0c", "\x01"]),
     max_size=300,
 ).map("".join)
+# The shared pieces plus CJK, a curly quote and an astral character (UTF-32 codes).
 unicode_pieces = st.lists(
-    st.sampled_from(
-        [
-            "a",
-            "b",
-            " ",
-            "  ",
-            "\r\n",
-            "\n\n",
-            "\t",
-            "\u3000",
-            "\u00a0",
-            "\u00ad",
-            "\u200b",
-            "\ufeff",
-            "\u2060",
-            "e\u0301",
-            "。",
-            "」",
-            "天",
-            "下",
-            "\U00020000",
-            "…",
-            "! ",
-            "?",
-            ". ",
-        ]
-    ),
-    max_size=120,
+    st.sampled_from([*PIECES, "天", "下", "’", "\U00020000"]), max_size=120
 ).map("".join)
 any_text = st.one_of(ascii_text, unicode_pieces, messy_text)
 
