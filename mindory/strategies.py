@@ -836,16 +836,19 @@ def _find_turns(text: str, units: list[Unit]) -> tuple[str, list[Span], list[Spa
     }
     # Blocks that begin with an upper-case name ("ROMEO. But soft!"), looked for
     # when the names are not blocks of their own.
-    inline = [
-        k
-        for k, (p, q, fl, _) in enumerate(units)
+    inline = (
+        [
+            k
+            for k, (p, q, fl, _) in enumerate(units)
+            if not fl
+            and q - p > 3
+            and text[p + 1].isupper()
+            and text[p].isupper()
+            and k not in labels
+        ]
         if len(labels) < 3
-        and not fl
-        and q - p > 3
-        and text[p + 1].isupper()
-        and text[p].isupper()
-        and k not in labels
-    ]
+        else []
+    )
     for k in inline:
         p, q = units[k][0], units[k][1]
         m = _INLINE_LABEL_RE.match(text, p, q)
