@@ -313,6 +313,26 @@ def test_internal_dtd_entities_contribute_nothing(tmp_path: Path) -> None:
     assert not list(s.dom.root.iter(etree.Entity))
 
 
+@pytest.mark.parametrize("name", ["foo-bar", "x.y", "_u", "émoi"])  # NCNames (namespaced XML)
+def test_internal_dtd_entities_with_any_xml_name_contribute_nothing(
+    tmp_path: Path, name: str
+) -> None:
+    """Entity names are XML Names, wider than HTML's: none may leave "&name;" in the text."""
+    doc = xhtml(
+        f"<p>a&{name};b <i>c</i>&{name};</p>",
+        doctype=f'<!DOCTYPE html [<!ENTITY {name} "XYZ">]>',
+    )
+    book = read_epub(make_epub(tmp_path / "b.epub", {"c.xhtml": doc}))
+    s = book.sections[0]
+    check_section(s)
+    assert s.source_text == "ab c"
+    assert not list(s.dom.root.iter(etree.Entity))
+    assert any("entity reference" in w for w in book.warnings)
+    # The CFI table describes the same text: every position round-trips.
+    for p in range(len(s.source_text) + 1):
+        assert s.dom.cfi.resolve(s.dom.cfi.point(p)) == (p, p)
+
+
 def test_unicode_normalization_nfc_and_nfkc(tmp_path: Path) -> None:
     body = "<p>Cafe\u0301 \ufe3d水滸傳\ufe3e</p>"
     path = make_epub(tmp_path / "b.epub", {"c.xhtml": xhtml(body)})

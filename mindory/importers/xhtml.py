@@ -174,6 +174,11 @@ class SectionText:
 _XML_PREDEFINED = frozenset({"amp", "lt", "gt", "quot", "apos"})
 # Any named reference that XML would not know by itself.
 _NAMED_REF_RE = re.compile(rb"&(?!(?:amp|lt|gt|quot|apos);)[A-Za-z][A-Za-z0-9]*;")
+# After expansion: an "&" that may still start an entity reference. Entity
+# names are XML Names ("foo-bar", "x.y", non-ASCII letters), wider than the
+# HTML names above; an "&" in a comment or CDATA section also matches, which
+# only costs a search of the tree for entity nodes.
+_MAYBE_ENTITY_REF_RE = re.compile(rb"&(?!#|(?:amp|lt|gt|quot|apos);)[^\s&;<>]")
 # Regions where '&name;' is not a reference (or must stay as written), then a reference.
 _ENTITY_SCAN_RE = re.compile(
     rb"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>|<!DOCTYPE[^\[>]*(?:\[.*?\]\s*)?>"
@@ -289,7 +294,7 @@ def parse_package_xml(data: bytes, where: str, path: str) -> tuple[Any, list[str
         if root is None:
             raise BookFormatError(f"{where} is not readable XML: {exc}", path=path) from exc
         warnings.append(f"{where} is not well-formed XML ({exc}); read in recovery mode")
-    if unknown and strip_entity_nodes(root):
+    if (unknown or _MAYBE_ENTITY_REF_RE.search(data)) and strip_entity_nodes(root):
         warnings.append(f"{where}: entity references left unexpanded (no DTD entities are read)")
     return root, warnings
 
@@ -371,7 +376,7 @@ def parse_content(data: bytes, where: str, path: str) -> tuple[Any, Any, str, li
     try:
         root = etree.fromstring(prepared, safe_xml_parser())
         parser = "xml"
-        if unknown:
+        if unknown or _MAYBE_ENTITY_REF_RE.search(prepared):
             removed = strip_entity_nodes(root)
             if removed:
                 warnings.append(
