@@ -65,7 +65,7 @@ def _simple(ch: str) -> bool:
     (dashes, quotes, ellipsis; not the zero-width and joiner controls), common
     CJK ideographs, kana, CJK punctuation and full-width ASCII forms: no Extend,
     SpacingMark, Prepend, ZWJ, regional indicator or Hangul jamo among them.
-    ``kernels._simple`` uses the same ranges.
+    ``_kernels_jit._simple`` uses the same ranges.
     """
     o = ord(ch)
     return (

@@ -130,7 +130,7 @@ def _clusters(codes: np.ndarray, compiled: bool) -> _Clusters:
 
 
 def _clusters_numpy(codes: np.ndarray) -> _Clusters:
-    """Reference implementation of ``kernels.clusters`` (used without numba)."""
+    """Reference implementation of ``_kernels_jit.clusters`` (the path without numba)."""
     n = len(codes)
     ws, special = _whitespace_masks(codes)
     # Always edited: line breaks, invisibles, tabs/VT/FF. Spaces (ASCII or wide)
@@ -324,7 +324,7 @@ def normalize(
 def _cluster_outputs_numpy(
     codes: np.ndarray, cl: _Clusters, unwrap: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Reference implementation of ``kernels.cluster_outputs`` (used without numba)."""
+    """Reference implementation of ``_kernels_jit.cluster_outputs`` (the path without numba)."""
     n = len(codes)
     at_start = cl.start == 0
     at_end = cl.end == n
@@ -374,7 +374,7 @@ def _assemble(
 def _assemble_numpy(
     codes: np.ndarray, cl: _Clusters, out_len: np.ndarray, out_char: np.ndarray
 ) -> np.ndarray:
-    """Reference implementation of ``kernels.assemble`` (used without numba)."""
+    """Reference implementation of ``_kernels_jit.assemble`` (the path without numba)."""
     n = len(codes)
     # Delete cluster characters, write each cluster's output into its first one
     # or two characters (a cluster turning into "\n\n" from a single LF gets

@@ -65,13 +65,7 @@ class OffsetMap:
         source_length: int,
     ) -> None:
         arr = np.asarray(edits, dtype=np.int64).reshape(-1, 4)
-        self._a = np.ascontiguousarray(arr[:, 0])
-        self._n = np.ascontiguousarray(arr[:, 1])
-        self._b = np.ascontiguousarray(arr[:, 2])
-        self._m = np.ascontiguousarray(arr[:, 3])
-        self.normalized_length = int(normalized_length)
-        self.source_length = int(source_length)
-        self._validate()
+        self._set(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], normalized_length, source_length)
 
     @classmethod
     def from_columns(
@@ -85,6 +79,18 @@ class OffsetMap:
     ) -> OffsetMap:
         """A map from its edit runs as four parallel arrays (validated like ``__init__``)."""
         self = cls.__new__(cls)
+        self._set(a, n, b, m, normalized_length, source_length)
+        return self
+
+    def _set(
+        self,
+        a: np.ndarray,
+        n: np.ndarray,
+        b: np.ndarray,
+        m: np.ndarray,
+        normalized_length: int,
+        source_length: int,
+    ) -> None:
         self._a = np.ascontiguousarray(a, dtype=np.int64)
         self._n = np.ascontiguousarray(n, dtype=np.int64)
         self._b = np.ascontiguousarray(b, dtype=np.int64)
@@ -92,7 +98,6 @@ class OffsetMap:
         self.normalized_length = int(normalized_length)
         self.source_length = int(source_length)
         self._validate()
-        return self
 
     def _validate(self) -> None:
         a, n, b, m = self._a, self._n, self._b, self._m
