@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m mindory.demo
+	$(PY) -m mindory.cli.demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check mindory tests bench
@@ -28,7 +28,7 @@ test: lint typecheck
 
 # Rewrite tests/golden/*.json on purpose (review the diff before committing).
 golden: $(STAMP)
-	MINDORY_UPDATE_GOLDEN=1 $(VENV)/bin/pytest -q tests/test_golden.py
+	MINDORY_UPDATE_GOLDEN=1 $(VENV)/bin/pytest -q tests/text/test_golden.py
 
 # Benchmarks live here, not in the test suite; figures go to docs/benchmarks.md.
 bench: $(STAMP)

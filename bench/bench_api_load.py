@@ -1,6 +1,6 @@
 """Load test of the HTTP API on 127.0.0.1 (a benchmark, not a test).
 
-Starts ``python -m mindory.serve`` (one uvicorn process) on a fresh library holding the
+Starts ``python -m mindory.server.serve`` (one uvicorn process) on a fresh library holding the
 three sample books (imported and embedded), then runs CLIENTS concurrent clients (httpx,
 async, one connection each) for SECONDS seconds, each looping over a random mix of
 searches (``GET /search``, hybrid, words drawn from the books' own text, English and
@@ -323,7 +323,7 @@ def main() -> int:
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mindory.serve", "--db", str(db), "--port", str(port),
+        [sys.executable, "-m", "mindory.server.serve", "--db", str(db), "--port", str(port),
          "--log-level", "warning", "--import-isolation", args.import_isolation],
         cwd=ROOT,
         env={k: v for k, v in os.environ.items() if k != "MINDORY_TOKEN"},

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mindory import kernels
-from mindory.chunking import make_chunks, window_span_array
-from mindory.normalize import normalize
-from mindory.records import Section
+from mindory.text import kernels
+from mindory.text.chunking import make_chunks, window_span_array
+from mindory.text.normalize import normalize
+from mindory.text.records import Section
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 

@@ -38,8 +38,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mindory.embedders import HashedNgramEmbedder  # noqa: E402
-from mindory.index import HNSW_EF_CONSTRUCTION, HNSW_M, VectorIndex  # noqa: E402
+from mindory.search.embedders import HashedNgramEmbedder  # noqa: E402
+from mindory.search.vector_index import HNSW_EF_CONSTRUCTION, HNSW_M, VectorIndex  # noqa: E402
 
 CORPUS = Path(
     os.environ.get("MINDORY_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus")

@@ -40,9 +40,9 @@ def naive(path: Path) -> int:
 
 
 def mindory_import(path: Path) -> int:
-    from mindory.chunking import chunk_book
     from mindory.importers import load_book
-    from mindory.records import Settings
+    from mindory.text.chunking import chunk_book
+    from mindory.text.records import Settings
 
     settings = Settings()
     book = load_book(path, settings.profile)
@@ -67,8 +67,8 @@ def child(kind: str, path: str) -> None:
     # Module imports are a constant start-up cost, not import throughput: load first.
     import ebooklib.epub  # noqa: F401
 
-    import mindory.chunking  # noqa: F401
     import mindory.importers.epub  # noqa: F401
+    import mindory.text.chunking  # noqa: F401
 
     t0 = time.perf_counter()
     (naive if kind == "naive" else mindory_import)(Path(path))

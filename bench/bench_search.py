@@ -45,12 +45,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mindory.embedders import HashedNgramEmbedder  # noqa: E402
-from mindory.evaluation import load_queries  # noqa: E402
 from mindory.importers import load_book  # noqa: E402
-from mindory.index import VectorIndex, manifest_path  # noqa: E402
 from mindory.library import Library  # noqa: E402
-from mindory.records import ChunkSettings, NormalizeProfile, Settings  # noqa: E402
+from mindory.search.embedders import HashedNgramEmbedder  # noqa: E402
+from mindory.search.evaluation import load_queries  # noqa: E402
+from mindory.search.vector_index import VectorIndex, manifest_path  # noqa: E402
+from mindory.text.records import ChunkSettings, NormalizeProfile, Settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("MINDORY_CORPUS", ROOT.parent / "shared" / "corpus"))

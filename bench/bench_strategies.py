@@ -48,11 +48,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_chunk import compiled_loops  # noqa: E402
 from bench_chunk import texts as prose_texts  # noqa: E402
 
-from mindory.chunking import make_chunks  # noqa: E402
 from mindory.importers import load_book  # noqa: E402
-from mindory.normalize import detect_hard_wrap, normalize  # noqa: E402
-from mindory.records import ChunkSettings, Section  # noqa: E402
-from mindory.strategies import plan_section  # noqa: E402
+from mindory.text.chunking import make_chunks  # noqa: E402
+from mindory.text.normalize import detect_hard_wrap, normalize  # noqa: E402
+from mindory.text.records import ChunkSettings, Section  # noqa: E402
+from mindory.text.strategies import plan_section  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 WS = " \t\n\r\f\v\u3000\u00a0"

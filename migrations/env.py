@@ -19,7 +19,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 from sqlalchemy.engine import Connection
 
-from mindory.db import Base, is_model_name
+from mindory.store.models import Base, is_model_name
 
 config = context.config
 target_metadata = Base.metadata

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import MindoryError
-from ..records import Book, NormalizeProfile
+from mindory.errors import MindoryError
+from mindory.text.records import Book, NormalizeProfile
 
 __all__ = ["load_book", "sniff_format"]
 
@@ -30,9 +30,9 @@ def load_book(path: str | os.PathLike[str], profile: NormalizeProfile | None = N
         raise MindoryError("no such file", path=str(p))
     profile = profile or NormalizeProfile()
     if sniff_format(p) == "epub":
-        from .epub import read_epub
+        from mindory.importers.epub import read_epub
 
         return read_epub(p, profile)
-    from .text import read_text
+    from mindory.importers.text import read_text
 
     return read_text(p, profile)

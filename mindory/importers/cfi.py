@@ -49,8 +49,8 @@ from functools import cached_property
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
-from ..errors import MindoryError
-from ..offsets import Utf16Index
+from mindory.errors import MindoryError
+from mindory.text.offsets import Utf16Index
 
 __all__ = [
     "EPUBJS",

@@ -1,4 +1,4 @@
-"""EPUB importer: an .epub file -> :class:`mindory.records.Book`.
+"""EPUB importer: an .epub file -> :class:`mindory.text.records.Book`.
 
 Pipeline: read the file (hashing the exact bytes imported), check the ZIP
 central directory (:mod:`.epub_safety`), read ``container.xml`` and the OPF
@@ -51,16 +51,16 @@ from urllib.parse import unquote
 
 from lxml import etree
 
-from ..errors import BookFormatError, LimitError, MindoryError
-from ..records import HEADING, Book, NormalizeProfile, Section, TocEntry
-from .epub_safety import (
+from mindory.errors import BookFormatError, LimitError, MindoryError
+from mindory.importers.epub_safety import (
     CONTAINER_PATH,
     MAX_FILE_BYTES,
     CheckedArchive,
     open_checked,
     read_member,
 )
-from .xhtml import ParsedDocument, extract_text, parse_content, parse_package_xml
+from mindory.importers.xhtml import ParsedDocument, extract_text, parse_content, parse_package_xml
+from mindory.text.records import HEADING, Book, NormalizeProfile, Section, TocEntry
 
 __all__ = ["read_epub"]
 

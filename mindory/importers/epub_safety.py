@@ -28,7 +28,7 @@ from io import BytesIO
 
 from lxml import etree
 
-from ..errors import BookFormatError, DrmError, LimitError
+from mindory.errors import BookFormatError, DrmError, LimitError
 
 __all__ = [
     "ALLOWED_ENCRYPTION_ALGORITHMS",

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from ..encoding import ByteIndex, DecodedText, read_text_file
-from ..errors import DecodeError
-from ..normalize import HEADING_RE, detect_hard_wrap, normalize
-from ..offsets import Utf16Index
-from ..records import Book, NormalizeProfile, Section, TocEntry
+from mindory.errors import DecodeError
+from mindory.text.encoding import ByteIndex, DecodedText, read_text_file
+from mindory.text.normalize import HEADING_RE, detect_hard_wrap, normalize
+from mindory.text.offsets import Utf16Index
+from mindory.text.records import Book, NormalizeProfile, Section, TocEntry
 
 __all__ = ["PlainSource", "read_text", "split_chapters"]
 

@@ -56,9 +56,11 @@ import numpy as np
 from lxml import etree
 from lxml import html as lxml_html
 
-from ..errors import BookFormatError, LimitError
-from ..offsets import MapBuilder, OffsetMap, UnicodeForm
-from ..records import (
+from mindory.errors import BookFormatError, LimitError
+from mindory.importers.cfi import CfiColumns, CfiDocument, cfi_start_columns
+from mindory.importers.epub_safety import safe_xml_parser
+from mindory.text.offsets import MapBuilder, OffsetMap, UnicodeForm
+from mindory.text.records import (
     CAPTION,
     HEADING,
     LIST_ITEM,
@@ -68,8 +70,6 @@ from ..records import (
     TABLE_ROW,
     Block,
 )
-from .cfi import CfiColumns, CfiDocument, cfi_start_columns
-from .epub_safety import safe_xml_parser
 
 __all__ = [
     "MAX_NESTING",

@@ -1,0 +1,3 @@
+from mindory.cli.commands import main
+
+__all__ = ["main"]

@@ -1,0 +1,3 @@
+from mindory.cli import main
+
+main()

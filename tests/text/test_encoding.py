@@ -1,0 +1,516 @@
+"""mindory.text.encoding: detection, strict and lossy decoding, exact byte offsets.
+
+The corpus tests use the five real ``txt_*`` files of shared/corpus (see its
+SOURCES.md). Positions of known phrases are hard-coded on purpose: they were
+checked by hand against the files, and a test that computed them with
+``str.find`` would only test itself.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import random
+import time
+from functools import cache
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mindory.errors import DecodeError
+from mindory.text.encoding import ByteIndex, DecodedText, decode_bytes, read_text_file
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+
+GBK = "txt_zh-Hant_honglou-meng_gbk_crlf.txt"
+BIG5 = "txt_zh-Hant_honglou-meng_big5-cp950_crlf.txt"
+HKSCS = "txt_zh-Hant_qiaoshi-yanyi_big5hkscs-astral_crlf.txt"
+SANGUO = "txt_zh-Hans_sanguo-yanyi_utf8_crlf.txt"
+NOWHERE = "txt_en_news-from-nowhere_ascii_crlf.txt"
+
+HONGLOU_PHRASES = [
+    (1223, "第一回 甄士隱夢幻識通靈"),
+    (15113, "林黛玉"),
+    (37929, "賈寶玉初試雲雨情"),
+]
+# file, codec, code points, [(position, phrase)]
+CORPUS_CASES = [
+    (GBK, "gbk", 895_286, HONGLOU_PHRASES),
+    (BIG5, "cp950", 895_286, HONGLOU_PHRASES),
+    (
+        HKSCS,
+        "big5hkscs",
+        174_158,
+        [(4156, "恍若看殺之衛𡩋。流盼光溢"), (18950, "知奉承魏𦹃的，卻借他")],
+    ),
+    (SANGUO, "utf-8", 608_315, [(13, "第一回 宴桃园豪杰三结义"), (171, "话说天下大势")]),
+    (NOWHERE, "ascii", 450_413, [(1471, "CHAPTER I: DISCUSSION AND BED")]),
+]
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
+
+
+@cache
+def _raw(name: str) -> bytes:
+    path = CORPUS / name
+    if not path.is_file():
+        message = f"corpus file {path} missing (shared/ must sit beside the repository)"
+        if _in_ci():
+            pytest.fail(f"FAILED (CI=true): {message}", pytrace=False)
+        pytest.skip(f"SKIPPED LOUDLY: {message}")
+    return path.read_bytes()
+
+
+@cache
+def _decoded(name: str) -> tuple[bytes, DecodedText, ByteIndex]:
+    raw = _raw(name)
+    decoded = decode_bytes(raw, path=name)
+    return raw, decoded, ByteIndex(raw, decoded)
+
+
+def _check_positions(
+    raw: bytes, decoded: DecodedText, index: ByteIndex, positions: list[int]
+) -> None:
+    """Byte offsets agree with the raw file, both ways, at every given position."""
+    text, codec = decoded.text, decoded.encoding
+    for p in positions:
+        start = index.byte_offset(p)
+        assert index.code_point(start) == p
+        if p < len(text):
+            end = index.byte_offset(p + 1)
+            assert raw[start:end].decode(codec) == text[p]
+            for inside in range(start + 1, end):  # inside a character: floor to it
+                assert index.code_point(inside) == p
+        k = min(len(text) - p, 37)
+        assert raw[start : index.byte_offset(p + k)].decode(codec) == text[p : p + k]
+
+
+# --- the real files ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "codec", "length", "phrases"), CORPUS_CASES)
+def test_corpus_file_detected_and_decoded(
+    name: str, codec: str, length: int, phrases: list[tuple[int, str]]
+) -> None:
+    raw, decoded, _ = _decoded(name)
+    assert decoded.encoding == codec
+    assert decoded.bom == b""
+    assert not decoded.lossy
+    assert decoded.bad_bytes == 0
+    assert decoded.first_bad_byte is None
+    assert decoded.replacements == ()
+    assert len(decoded.text) == length
+    assert decoded.text == raw[len(decoded.bom) :].decode(codec)
+    for position, phrase in phrases:
+        assert decoded.text[position : position + len(phrase)] == phrase
+
+
+@pytest.mark.parametrize(("name", "codec", "length", "phrases"), CORPUS_CASES)
+def test_corpus_byte_index(
+    name: str, codec: str, length: int, phrases: list[tuple[int, str]]
+) -> None:
+    raw, decoded, index = _decoded(name)
+    text = decoded.text
+    positions = {0, 1, length - 1, length}
+    positions.update(range(0, length, length // 97))  # spread over the whole book
+    for k in (1, 2, 50, 100, 200):  # around checkpoints
+        positions.update(p for p in (k * 4096 - 1, k * 4096, k * 4096 + 1) if p <= length)
+    for start in range(0, length, length // 40):  # at and right after CRLFs
+        crlf = text.find("\r\n", start)
+        if crlf >= 0:
+            positions.update({crlf, crlf + 1, crlf + 2})
+    for position, phrase in phrases:
+        positions.update({position, position + len(phrase)})
+        start, end = index.byte_offset(position), index.byte_offset(position + len(phrase))
+        assert raw[start:end].decode(codec) == phrase
+    assert index.byte_offset(length) == len(raw)
+    assert index.code_point(len(raw)) == length
+    _check_positions(raw, decoded, index, sorted(positions))
+
+
+def test_corpus_crlf_kept() -> None:
+    _, decoded, index = _decoded(NOWHERE)
+    # ASCII: byte offsets are code points; CRLF is two characters, kept as such.
+    assert decoded.text[1465:1471] == "\r\n\r\n\r\n"
+    assert index.byte_offset(1471) == 1471
+    assert index.code_point(300_001) == 300_001
+
+
+def test_hkscs_astral_characters() -> None:
+    raw, decoded, index = _decoded(HKSCS)
+    text = decoded.text
+    astral = [i for i, ch in enumerate(text) if ord(ch) > 0xFFFF]
+    assert len(astral) == 86
+    assert astral[0] == 4162
+    assert text[4162] == "𡩋"
+    assert text[18954] == "𦹃"
+    assert len(text.encode("utf-16-le")) // 2 == 174_244  # what JavaScript counts
+    # 𡩋 is the first byte pair that cp950 rejects.
+    assert index.byte_offset(4162) == 8250
+    assert index.byte_offset(4163) == 8252
+    assert raw[8250:8252].decode("big5hkscs") == "𡩋"
+    with pytest.raises(UnicodeDecodeError) as info:
+        raw.decode("cp950")
+    assert info.value.start == 8250
+    after = [p + d for p in astral[:10] + astral[-10:] for d in (0, 1, 2)]
+    _check_positions(raw, decoded, index, after)
+
+
+def test_honglou_gbk_and_big5_are_the_same_text() -> None:
+    raw_gbk, gbk, gbk_index = _decoded(GBK)
+    raw_big5, big5, big5_index = _decoded(BIG5)
+    assert raw_gbk != raw_big5
+    assert gbk.text == big5.text
+    assert len(gbk.text) == 895_286
+    assert gbk.text.count("\u3000") == 6152
+    # Every non-ASCII character is two bytes in both files, so offsets agree too.
+    for p in range(0, len(gbk.text) + 1, 8191):
+        assert gbk_index.byte_offset(p) == big5_index.byte_offset(p)
+
+
+def test_big5_traps_are_avoided() -> None:
+    raw, decoded, _ = _decoded(BIG5)
+    with pytest.raises(UnicodeDecodeError):
+        raw.decode("big5")  # Python's plain big5 rejects the file ...
+    garbage = raw.decode("gb18030")  # ... and gb18030 "decodes" it without an error
+    assert garbage != decoded.text
+    assert decoded.encoding == "cp950"
+    assert _decoded(HKSCS)[1].encoding != "gb18030"
+
+
+def test_corpus_detection_is_fast() -> None:
+    raw = _raw(GBK)
+    start = time.perf_counter()
+    decode_bytes(raw)
+    assert time.perf_counter() - start < 2.0  # measured ~0.1 s; seconds mean a regression
+
+
+# --- synthetic files --------------------------------------------------------------------
+
+FRENCH = (
+    "« Il était une fois », dit-elle, “une forêt où l’on entendait chanter les oiseaux.” "
+    "Le garçon, très ému, répondit : « Ça, c’est à voir — peut-être demain… » "
+    "Les cœurs étaient légers ; l’été s’achevait et la fête du village coûtait 5 €.\r\n"
+)
+GERMAN = (
+    "Größe und Übermut: die Äpfel fielen früh vom Baum, während der Bäcker über die "
+    "Straße lief. Müde, aber glücklich, öffnete er die Tür zur Stube. «Grüß Gott!»\r\n"
+)
+JAPANESE = (
+    "山路を登りながら、こう考えた。智に働けば角が立つ。情に棹させば流される。"
+    "意地を通せば窮屈だ。とかくに人の世は住みにくい。住みにくさが高じると、"
+    "安い所へ引き越したくなる。どこへ越しても住みにくいと悟った時、詩が生れて、画が出来る。\r\n"
+)
+SIMPLIFIED = "话说天下大势，分久必合，合久必分。周末七国分争，并入于秦。及秦灭之后，楚、汉分争，又并入于汉。\r\n"
+TRADITIONAL = "話說天下大勢，分久必合，合久必分。周末七國分爭，並入於秦。及秦滅之後，楚、漢分爭，又並入於漢。\r\n"
+KOREAN = "대한민국은 민주공화국이다. 대한민국의 주권은 국민에게 있고, 모든 권력은 국민으로부터 나온다.\r\n"
+RUSSIAN = "Все счастливые семьи похожи друг на друга, каждая несчастливая семья несчастлива по-своему.\r\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "codec", "expected"),
+    [
+        (FRENCH * 3, "cp1252", "cp1252"),
+        (GERMAN * 3, "latin-1", "latin-1"),
+        (JAPANESE * 3, "shift_jis", "shift_jis"),
+        (JAPANESE * 3, "euc-jp", "euc-jp"),
+        (SIMPLIFIED * 3, "gbk", "gbk"),
+        (TRADITIONAL * 3, "gbk", "gbk"),
+        (TRADITIONAL * 3, "cp950", "cp950"),
+        (KOREAN * 3, "euc-kr", "euc-kr"),
+        (RUSSIAN * 3, "cp1251", "cp1251"),
+        ("naïve café\r\n", "latin-1", "latin-1"),  # tiny: no statistics, Western default
+    ],
+)
+def test_legacy_encodings(text: str, codec: str, expected: str) -> None:
+    data = text.encode(codec)
+    decoded = decode_bytes(data)
+    assert decoded.encoding == expected
+    assert decoded.text == text
+    assert not decoded.lossy
+    index = ByteIndex(data, decoded)
+    for p in range(len(text) + 1):
+        assert index.byte_offset(p) == len(text[:p].encode(codec))
+        assert index.code_point(index.byte_offset(p)) == p
+
+
+def test_cp1252_smart_quotes() -> None:
+    data = b"\x93Quoted,\x94 she said \x96 caf\xe9, na\xefve, \x80 5.\r\n" * 4
+    decoded = decode_bytes(data)
+    assert decoded.encoding == "cp1252"
+    assert decoded.text.startswith("“Quoted,” she said – café, naïve, € 5.\r\n")
+
+
+def test_big5_is_never_gb18030() -> None:
+    data = (TRADITIONAL * 5).encode("cp950")
+    data.decode("gb18030")  # the trap: no error
+    assert decode_bytes(data).encoding == "cp950"
+
+
+@pytest.mark.parametrize(
+    ("bom", "codec"),
+    [
+        (codecs.BOM_UTF8, "utf-8"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF16_BE, "utf-16-be"),
+        (codecs.BOM_UTF32_LE, "utf-32-le"),
+        (codecs.BOM_UTF32_BE, "utf-32-be"),
+    ],
+)
+def test_bom_files(bom: bytes, codec: str) -> None:
+    text = "Ab\r\n中文𡩋\tz\u3000é\ufeff!"  # a U+FEFF inside the text is text
+    data = bom + text.encode(codec)
+    decoded = decode_bytes(data)
+    assert decoded.encoding == codec
+    assert decoded.bom == bom
+    assert decoded.text == text  # the BOM is not part of the text
+    assert not decoded.lossy
+    index = ByteIndex(data, decoded)
+    assert index.byte_offset(0) == len(bom)
+    assert all(index.code_point(b) == 0 for b in range(len(bom) + 1))
+    for p in range(len(text) + 1):
+        assert index.byte_offset(p) == len(bom) + len(text[:p].encode(codec))
+        assert index.code_point(index.byte_offset(p)) == p
+    assert index.byte_offset(len(text)) == len(data)
+
+
+def test_utf8_bom_offsets_hard_coded() -> None:
+    data = codecs.BOM_UTF8 + "中a\r\n".encode()
+    decoded = decode_bytes(data)
+    index = ByteIndex(data, decoded)
+    assert decoded.text == "中a\r\n"
+    assert [index.byte_offset(p) for p in range(5)] == [3, 6, 7, 8, 9]
+    assert [index.code_point(b) for b in range(10)] == [0, 0, 0, 0, 0, 0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hello, world.\r\nThis is plain text.\r\n" * 10,
+        # U+4E00 puts its NUL byte on the other side than ASCII does.
+        (SIMPLIFIED + "一统天下，万世一系。\r\n") * 5,
+    ],
+)
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_bomless_utf16(text: str, codec: str) -> None:
+    decoded = decode_bytes(text.encode(codec))
+    assert (decoded.encoding, decoded.bom, decoded.text) == (codec, b"", text)
+
+
+def test_bom_decides_even_when_damaged() -> None:
+    data = codecs.BOM_UTF16_LE + "abc".encode("utf-16-le") + b"\x00\xd8" + b"d\x00" + b"e"
+    decoded = decode_bytes(data)
+    assert decoded.encoding == "utf-16-le"
+    assert decoded.lossy
+    assert decoded.text == "abc\ufffdd\ufffd"
+    assert decoded.replacements == ((3, 8, 10), (5, 12, 13))
+    assert decoded.first_bad_byte == 8
+    assert decoded.bad_bytes == 3
+
+
+# Valid UTF-8 Chinese (202 code points, 602 bytes), then damage at known places.
+UTF8_PREFIX = "中文" * 100 + "\r\n"
+
+
+def test_lossy_utf8_positions_are_exact() -> None:
+    data = UTF8_PREFIX.encode() + b"abc" + "中文".encode() + b"\xff" + "é".encode() + b"\xe4\xb8xyz"
+    decoded = decode_bytes(data, path="damaged.txt")
+    assert decoded.encoding == "utf-8"
+    assert decoded.lossy
+    assert decoded.text == UTF8_PREFIX + "abc中文\ufffdé\ufffdxyz"
+    assert decoded.text == data.decode("utf-8", "replace")
+    assert decoded.replacements == ((207, 611, 612), (209, 614, 616))
+    assert decoded.bad_bytes == 3
+    assert decoded.first_bad_byte == 611
+    index = ByteIndex(data, decoded)
+    assert [index.byte_offset(p) for p in range(205, 214)] == [
+        605,
+        608,
+        611,
+        612,
+        614,
+        616,
+        617,
+        618,
+        619,
+    ]
+    assert index.code_point(611) == 207
+    assert index.code_point(612) == 208
+    assert index.code_point(613) == 208  # inside é
+    assert index.code_point(615) == 209  # inside the bad range: the U+FFFD
+    assert index.code_point(616) == 210
+    small = ByteIndex(data, decoded, checkpoint_every=3)
+    for p in range(len(decoded.text) + 1):
+        assert small.byte_offset(p) == index.byte_offset(p)
+    for b in range(len(data) + 1):
+        assert small.code_point(b) == index.code_point(b)
+
+
+def test_lossy_utf8_truncated_end() -> None:
+    data = UTF8_PREFIX.encode() + "中".encode()[:2]
+    decoded = decode_bytes(data)
+    assert decoded.encoding == "utf-8"
+    assert decoded.text == UTF8_PREFIX + "\ufffd"
+    assert decoded.replacements == ((202, 602, 604),)
+    index = ByteIndex(data, decoded)
+    assert index.byte_offset(203) == 604
+    assert index.code_point(603) == 202
+    assert index.code_point(604) == 203
+
+
+def test_mostly_legacy_is_not_read_as_lossy_utf8() -> None:
+    data = ("é" * 3).encode() + b" caf\xe9 na\xefve \x93quoted\x94" * 20
+    decoded = decode_bytes(data)
+    assert decoded.encoding == "cp1252"
+    assert not decoded.lossy
+
+
+def test_lossy_gbk() -> None:
+    good = (SIMPLIFIED * 20).encode("gbk")
+    data = good[:300] + b"\xff" + good[300:]
+    decoded = decode_bytes(data)
+    assert decoded.encoding == "gbk"
+    assert decoded.lossy
+    assert decoded.text == data.decode("gbk", "replace")
+    ((cp, start, end),) = decoded.replacements
+    assert (start, end) == (300, 301)
+    assert decoded.text[cp] == "\ufffd"
+    index = ByteIndex(data, decoded)
+    assert index.byte_offset(cp) == 300
+    assert index.byte_offset(cp + 1) == 301
+    assert data[301:].decode("gbk") == decoded.text[cp + 1 :]
+
+
+def test_big5hkscs_two_code_point_character_floors() -> None:
+    # 0x8862 is one Big5-HKSCS character that decodes to two code points (Ê + macron).
+    data = "中".encode("big5hkscs") + b"\x88\x62" + "好".encode("big5hkscs")
+    decoded = DecodedText(data.decode("big5hkscs"), "big5hkscs")
+    assert decoded.text == "中\u00ca\u0304好"
+    for every in (1, 2, 4096):
+        index = ByteIndex(data, decoded, checkpoint_every=every)
+        assert [index.byte_offset(p) for p in range(5)] == [0, 2, 2, 4, 6]
+        assert [index.code_point(b) for b in range(7)] == [0, 0, 1, 1, 3, 3, 4]
+
+
+# --- refusals ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE],
+)
+def test_empty_files(data: bytes) -> None:
+    with pytest.raises(DecodeError) as info:
+        decode_bytes(data, path="books/empty.txt")
+    assert str(info.value) == "books/empty.txt: empty file"
+    assert info.value.path == "books/empty.txt"
+
+
+def test_binary_png() -> None:
+    rng = random.Random(7)
+    data = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(rng.randrange(256) for _ in range(4000))
+    with pytest.raises(DecodeError) as info:
+        decode_bytes(data, path="cover.png")
+    assert str(info.value) == "cover.png: looks like a binary file, not text (NUL byte at offset 8)"
+
+
+def test_binary_control_bytes_without_nul() -> None:
+    data = bytes(range(1, 32)) * 200
+    with pytest.raises(DecodeError) as info:
+        decode_bytes(data, path="blob.bin")
+    assert str(info.value).startswith("blob.bin: looks like a binary file, not text (control byte")
+
+
+def test_nul_in_utf8_bom_file_is_binary() -> None:
+    with pytest.raises(DecodeError, match="NUL byte at offset 5"):
+        decode_bytes(codecs.BOM_UTF8 + b"ab\x00cd")
+
+
+def test_byte_index_rejects_out_of_range() -> None:
+    data = b"abc"
+    index = ByteIndex(data, decode_bytes(data))
+    with pytest.raises(IndexError):
+        index.byte_offset(4)
+    with pytest.raises(IndexError):
+        index.code_point(-1)
+
+
+# --- read_text_file ---------------------------------------------------------------------
+
+
+def test_read_text_file(tmp_path: Path) -> None:
+    path = tmp_path / "book.txt"
+    path.write_bytes(codecs.BOM_UTF8 + "第一回\r\n".encode())
+    raw, decoded = read_text_file(path)
+    assert raw == path.read_bytes()
+    assert (decoded.text, decoded.encoding, decoded.bom) == ("第一回\r\n", "utf-8", codecs.BOM_UTF8)
+
+
+def test_read_text_file_errors_name_the_file(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    with pytest.raises(DecodeError, match="empty file") as info:
+        read_text_file(empty)
+    assert str(info.value).startswith(f"{empty}: ")
+
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"x" * 101)
+    with pytest.raises(DecodeError, match="too large") as info:
+        read_text_file(big, max_bytes=100)
+    assert str(info.value).startswith(f"{big}: ")
+
+    missing = tmp_path / "missing.txt"
+    with pytest.raises(DecodeError, match="cannot read file") as info:
+        read_text_file(missing)
+    assert str(info.value).startswith(f"{missing}: ")
+
+    binary = tmp_path / "cover.png"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    with pytest.raises(DecodeError, match="binary") as info:
+        read_text_file(binary)
+    assert str(info.value).startswith(f"{binary}: ")
+
+
+# --- property -----------------------------------------------------------------------------
+
+PIECES = ["\r\n", "\n", "\t", " ", "中", "é", "\u3000", "𡩋", "😀", "\ufeff"]
+TEXTS = st.lists(
+    st.one_of(
+        st.sampled_from(PIECES),
+        st.characters(blacklist_categories=("Cs", "Cc")),
+    ),
+    min_size=1,
+    max_size=80,
+).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=TEXTS, variant=st.sampled_from(["utf-8", "utf-8-bom", "utf-16-le-bom", "utf-16-be-bom"])
+)
+def test_property_round_trip_and_offsets(text: str, variant: str) -> None:
+    codec = variant.removesuffix("-bom")
+    bom = {
+        "utf-8": b"",
+        "utf-8-bom": codecs.BOM_UTF8,
+        "utf-16-le-bom": codecs.BOM_UTF16_LE,
+        "utf-16-be-bom": codecs.BOM_UTF16_BE,
+    }[variant]
+    if not bom and text.startswith("\ufeff"):
+        text = "x" + text  # a leading U+FEFF without a BOM would read as a BOM
+    data = bom + text.encode(codec)
+    decoded = decode_bytes(data)
+    assert decoded.text == text
+    assert decoded.bom == bom
+    assert not decoded.lossy
+    assert decoded.encoding == ("ascii" if not bom and text.isascii() else codec)
+    for every in (3, 4096):
+        index = ByteIndex(data, decoded, checkpoint_every=every)
+        for i in range(len(text) + 1):
+            offset = index.byte_offset(i)
+            assert offset == len(bom) + len(text[:i].encode(codec))
+            assert index.code_point(offset) == i
