@@ -262,7 +262,7 @@ def bench_vectors(lib: Library, db: Path, query_texts: Sequence[str]) -> dict[st
     flat.build(ids, vecs)
     exact = flat.search(qv, 10, threads=1)[1]
     out["faiss_flat"] = dict(zip(("p50_ms", "p95_ms"), latency(lambda x: flat.search(x, 10), qv)))
-    loaded = lib._loaded_index  # the library's own index (flat or HNSW by size)
+    loaded = lib.state.vectors.loaded  # the library's own index (flat or HNSW by size)
     assert loaded is not None
     idx = loaded.index
     out["faiss_library"] = dict(zip(("p50_ms", "p95_ms"), latency(lambda x: idx.search(x, 10), qv)))

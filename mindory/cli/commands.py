@@ -907,7 +907,7 @@ def eval_(
 ) -> None:
     """Retrieval quality on a query set: recall@1/5/10 and MRR per mode, completeness."""
     from mindory.search.evaluation import evaluate, load_queries
-    from mindory.search.lexical import MODES
+    from mindory.search.fusion import MODES
 
     report = evaluate(_library(ctx), load_queries(queries), k=k, modes=tuple(modes) or MODES)
     if as_json:

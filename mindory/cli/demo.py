@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mindory.library import ImportFailure, Library
-from mindory.search.lexical import SearchResult
+from mindory.search.hits import SearchResult
 
 # (query, mode, book filter): span-like and paraphrased, English and Chinese, and a
 # two-character name the trigram index cannot look up by itself.

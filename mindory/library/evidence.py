@@ -522,7 +522,7 @@ def run_sweep(
     """
     from mindory.library import Library
     from mindory.search.evaluation import evaluate
-    from mindory.search.lexical import MODES
+    from mindory.search.fusion import MODES
 
     if mode not in MODES:
         raise MindoryError(f"unknown search mode {mode!r}: use {', '.join(MODES)}")

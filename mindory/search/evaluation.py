@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mindory.errors import MindoryError, NotFoundError
-from mindory.search.lexical import MODES, RRF_K
+from mindory.search.fusion import MODES, RRF_K
 
 if TYPE_CHECKING:
     from mindory.library import Library, SectionDetail
-    from mindory.search.lexical import Hit
+    from mindory.search.hits import Hit
 
 __all__ = [
     "AnswerPlace",

@@ -290,3 +290,15 @@ class RecordTable(Sequence[R]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self)} records)"
+
+
+def profile_fingerprint(profile: NormalizeProfile) -> str:
+    """Fingerprint of the normalization profile alone (rows that depend only on it)."""
+    canonical = json.dumps(asdict(profile), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def walk_toc(entries: Sequence[TocEntry], depth: int = 0) -> Iterator[tuple[TocEntry, int]]:
+    for entry in entries:
+        yield entry, depth
+        yield from walk_toc(entry.children, depth + 1)

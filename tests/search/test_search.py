@@ -19,7 +19,9 @@ from mindory.errors import MindoryError, NotFoundError
 from mindory.importers import load_book
 from mindory.importers.cfi import CfiDocument
 from mindory.library import Library, downgrade, upgrade
-from mindory.search.lexical import analyze, fts_expression, fts_quote, light_stem, rrf
+from mindory.search.analysis import analyze, light_stem
+from mindory.search.fusion import rrf
+from mindory.search.lexical import fts_expression, fts_quote
 from mindory.search.vector_index import manifest_path
 from mindory.store.models import ChunkRow, ChunkVectorRow, DerivationRow, EmbeddingRow
 from mindory.text.records import ChunkSettings, NormalizeProfile, Settings
@@ -538,7 +540,7 @@ def test_verify_checks_vector_lengths(fresh: Library) -> None:
 
 
 def test_places_larger_than_the_cache_still_serve_their_search(lib: Library) -> None:
-    cache = lib._places
+    cache = lib.state.places
     before = (cache.max_entries, cache.max_chars)
     cache.clear()
     cache.max_chars = 10  # every section is evicted as soon as it is stored
@@ -562,12 +564,12 @@ def test_embed_with_an_embedder_object_records_a_spec_that_recreates_it(fresh: L
 
 def test_without_fts_lexical_search_scans_with_like(lib: Library) -> None:
     """What other databases (no FTS5) do: LIKE per term, ranked by matched terms."""
-    before = lib._has_fts
-    lib._has_fts = False
+    before = lib.state._has_fts
+    lib.state._has_fts = False
     try:
         result = lib.search("Parliament House Dung Market", k=5, mode="lexical")
     finally:
-        lib._has_fts = before
+        lib.state._has_fts = before
     assert result.hits
     top = result.hits[0].locator.highlight.lower()
     assert all(w in top for w in ("parliament", "house", "dung", "market"))

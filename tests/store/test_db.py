@@ -16,12 +16,12 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from mindory.errors import MindoryError
-from mindory.library import (
-    Library,
+from mindory.library import Library
+from mindory.store.engine import (
     _alembic_config,
-    _make_engine,
     _script_heads,
     downgrade,
+    make_engine,
     resolve_url,
     upgrade,
 )
@@ -44,7 +44,7 @@ TABLES = {
 
 
 def _engine(tmp_path: Path):  # type: ignore[no-untyped-def]
-    return _make_engine(f"sqlite:///{tmp_path / 'lib.sqlite'}", 5000)
+    return make_engine(f"sqlite:///{tmp_path / 'lib.sqlite'}", 5000)
 
 
 def test_models_and_migrations_agree(tmp_path: Path) -> None:

@@ -1,0 +1,459 @@
+"""The library: the one entry point over the pipeline and the database.
+
+``Library.open(path_or_url)`` opens (and upgrades to the newest schema) a SQLite file or
+any SQLAlchemy URL. Each method is a short delegation to the module of its concern —
+:mod:`~mindory.library.importing`, :mod:`~mindory.library.catalogue`,
+:mod:`~mindory.library.export`, :mod:`~mindory.library.verify`,
+:mod:`~mindory.library.vectors`, :mod:`mindory.search.pipeline`,
+:mod:`~mindory.library.locating`, :mod:`~mindory.library.annotations` — imported when
+first used, so a command pays only for what it runs. The CLI and the HTTP API call
+these methods and nothing else; every return type is a frozen record with a
+``to_json()`` that gives the shape both doors print.
+
+Reproducibility (DESIGN §3): a book is its file's SHA-256; re-importing the same bytes
+with the same settings finds the derivation and returns ``unchanged`` without parsing or
+writing. Chunk ids depend only on (book hash, section, settings fingerprint, span).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mindory.library.records import EMBED_BATCH
+from mindory.library.state import State
+from mindory.reading.highlights import UNSET
+from mindory.reading.locate import DEFAULT_PAGE_SIZE
+from mindory.store.engine import DEFAULT_BUSY_TIMEOUT_MS, open_engine
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from mindory.library.records import (
+        EmbedResult,
+        ImportFailure,
+        ImportResult,
+        LocateResult,
+        ProgressFn,
+        VerifyReport,
+    )
+    from mindory.reading.anchoring import SectionText
+    from mindory.reading.highlights import Calibration, Highlight, Unset
+    from mindory.reading.locate import Locator, SectionPlace
+    from mindory.search.embedders import Embedder
+    from mindory.search.hits import SearchResult
+    from mindory.search.vectors import IndexInfo
+    from mindory.store.records import (
+        BlockPage,
+        BookInfo,
+        ChunkInfo,
+        EmbeddingInfo,
+        SectionDetail,
+        SectionInfo,
+        TocNode,
+    )
+    from mindory.text.records import Settings
+
+__all__ = ["Library"]
+
+
+class Library:
+    """A library of books in one database. Open with :meth:`open`; close when done."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    @classmethod
+    def open(
+        cls,
+        path_or_url: str | os.PathLike[str] | None = None,
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    ) -> Library:
+        """Open a library (a SQLite path or a SQLAlchemy URL; see
+        :func:`mindory.store.engine.resolve_url`), creating it if needed and upgrading its
+        schema to the newest revision."""
+        engine, url, path = open_engine(path_or_url, busy_timeout_ms)
+        return cls(State(engine, url, path, busy_timeout_ms))
+
+    def close(self) -> None:
+        self.state.close()
+
+    def __enter__(self) -> Library:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @property
+    def engine(self) -> Engine:
+        return self.state.engine
+
+    @property
+    def url(self) -> str:
+        return self.state.url
+
+    @property
+    def path(self) -> Path | None:
+        """The SQLite file (None for other databases)."""
+        return self.state.path
+
+    @property
+    def index_path(self) -> Path | None:
+        """The FAISS file beside the database (None: the index lives in memory only)."""
+        return self.state.index_path
+
+    @property
+    def write_batch(self) -> int:
+        """Chunk rows per INSERT batch during an import (one progress report each)."""
+        return self.state.write_batch
+
+    @write_batch.setter
+    def write_batch(self, value: int) -> None:
+        self.state.write_batch = value
+
+    def has_fts(self) -> bool:
+        """True when the database has the FTS5 index (SQLite)."""
+        return self.state.has_fts()
+
+    # ------------------------------------------------------------------ search
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        mode: str = "hybrid",
+        book: str | None = None,
+        section: int | None = None,
+        weights: Mapping[str, float] | None = None,
+        rrf_k: int | None = None,
+        candidates: int | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> SearchResult:
+        """The ``k`` best chunks for ``query``, each with its Locator and word matches
+        (:func:`mindory.search.pipeline.search`)."""
+        from mindory.search import pipeline
+        from mindory.search.fusion import CANDIDATES, RRF_K
+
+        return pipeline.search(
+            self.state.services(),
+            query,
+            k=k,
+            mode=mode,
+            book=book,
+            section=section,
+            weights=weights,
+            rrf_k=RRF_K if rrf_k is None else rrf_k,
+            candidates=CANDIDATES if candidates is None else candidates,
+            page_size=page_size,
+        )
+
+    # ------------------------------------------------------------------ concerns
+
+    def import_book(
+        self,
+        path: str | os.PathLike[str],
+        settings: Settings | None = None,
+        *,
+        copy: bool = True,
+        progress: ProgressFn | None = None,
+        replaces: str | None = None,
+    ) -> ImportResult:
+        """Import one file; see the module doc for what ``unchanged`` costs."""
+        from mindory.library import importing
+
+        return importing.import_book(
+            self.state, path, settings, copy=copy, progress=progress, replaces=replaces
+        )
+
+    def import_many(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        settings: Settings | None = None,
+        *,
+        copy: bool = True,
+        progress: Callable[[Path], ProgressFn | None] | None = None,
+        replaces: str | None = None,
+    ) -> Iterator[ImportResult | ImportFailure]:
+        """Import files and folders (see :func:`book_files_in`), one transaction per
+        book; a bad file yields an :class:`ImportFailure` and the batch goes on.
+        ``replaces`` is passed to every :meth:`import_book` (meant for one file)."""
+        from mindory.library import importing
+
+        return importing.import_many(
+            self.state, paths, settings, copy=copy, progress=progress, replaces=replaces
+        )
+
+    def books(self) -> list[BookInfo]:
+        """Every book, by title (then id)."""
+        from mindory.library import catalogue
+
+        return catalogue.books(self.state)
+
+    def book(self, ref: str) -> BookInfo:
+        """A book by id (its SHA-256 or a prefix of it) or a unique prefix of its title."""
+        from mindory.library import catalogue
+
+        return catalogue.book(self.state, ref)
+
+    def book_file(self, ref: str) -> bytes:
+        """The original file's bytes (read from its path when it was not copied)."""
+        from mindory.library import catalogue
+
+        return catalogue.book_file(self.state, ref)
+
+    def toc(self, ref: str) -> tuple[TocNode, ...]:
+        from mindory.library import catalogue
+
+        return catalogue.toc(self.state, ref)
+
+    def sections(self, ref: str, *, fingerprint: str | None = None) -> list[SectionInfo]:
+        from mindory.library import catalogue
+
+        return catalogue.sections(self.state, ref, fingerprint=fingerprint)
+
+    def section(self, ref: str, ordinal: int, *, fingerprint: str | None = None) -> SectionDetail:
+        """One section with its source text, normalized text and offset map."""
+        from mindory.library import catalogue
+
+        return catalogue.section(self.state, ref, ordinal, fingerprint=fingerprint)
+
+    def chunks(
+        self,
+        ref: str,
+        *,
+        section: int | None = None,
+        fingerprint: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+        with_cfi: bool = False,
+    ) -> list[ChunkInfo]:
+        """Chunks of the current (or the given) derivation, in reading order."""
+        from mindory.library import catalogue
+
+        return catalogue.chunks(
+            self.state,
+            ref,
+            section=section,
+            fingerprint=fingerprint,
+            offset=offset,
+            limit=limit,
+            with_cfi=with_cfi,
+        )
+
+    def blocks(
+        self,
+        ref: str,
+        section: int,
+        page: int = 1,
+        page_size: int = 50,
+        *,
+        fingerprint: str | None = None,
+    ) -> BlockPage:
+        """One page (counted from 1) of a section's render blocks, with their text."""
+        from mindory.library import catalogue
+
+        return catalogue.blocks(self.state, ref, section, page, page_size, fingerprint=fingerprint)
+
+    def delete_book(self, ref: str) -> BookInfo:
+        """Delete a book and everything derived from it; returns what was deleted."""
+        from mindory.library import catalogue
+
+        return catalogue.delete_book(self.state, ref)
+
+    def export(self, ref: str, *, fingerprint: str | None = None) -> Iterator[str]:
+        """The book as JSON lines (no trailing newlines): book, TOC, then per section the
+        section (texts and offset map), its blocks and its chunks."""
+        from mindory.library import export
+
+        return export.export(self.state, ref, fingerprint=fingerprint)
+
+    def verify(self, ref: str | None = None) -> VerifyReport:
+        """Check every stored invariant (DESIGN §1) against the stored texts and maps."""
+        from mindory.library import verify
+
+        return verify.verify(self.state, ref)
+
+    def embeddings(self) -> list[EmbeddingInfo]:
+        """Every embedding space with its vector count; the current one is marked."""
+        from mindory.library import vectors
+
+        return vectors.embeddings(self.state)
+
+    def current_embedding(self) -> EmbeddingInfo | None:
+        """The embedding searches use (the one last used by :meth:`embed`), or None."""
+        from mindory.library import vectors
+
+        return vectors.current_embedding(self.state)
+
+    def embedder(self, spec: str | Embedder | None = None) -> Embedder:
+        """An embedder from a spec (``hashed``, ``model2vec:/path``, …), cached per library."""
+        from mindory.library import vectors
+
+        return vectors.embedder(self.state, spec)
+
+    def embed(
+        self,
+        embedder: str | Embedder | None = None,
+        *,
+        context_header: bool | None = None,
+        batch_size: int = EMBED_BATCH,
+        progress: ProgressFn | None = None,
+        update_index: bool = True,
+    ) -> EmbedResult:
+        """Embed the chunks of every book's current derivation that have no vector yet in this
+        embedding (embedder + context-header flag), in batches, one transaction each; the
+        embedding becomes the current one. Then the vector index is brought up to date
+        (``update_index``)."""
+        from mindory.library import vectors
+
+        return vectors.embed(
+            self.state,
+            embedder,
+            context_header=context_header,
+            batch_size=batch_size,
+            progress=progress,
+            update_index=update_index,
+        )
+
+    def index(self, *, rebuild: bool = False) -> IndexInfo:
+        """Bring the vector index of the current embedding up to date (or rebuild it)."""
+        from mindory.library import vectors
+
+        return vectors.index(self.state, rebuild=rebuild)
+
+    def place(self, ref: str, section: int) -> SectionPlace:
+        """What locating needs about one section (current derivation's normalization)."""
+        from mindory.library import locating
+
+        return locating.place(self.state, ref, section)
+
+    def locate(
+        self,
+        ref: str,
+        *,
+        cfi: str | None = None,
+        section: int | None = None,
+        offset: int | None = None,
+        utf16: bool = False,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> LocateResult:
+        """A place in a book → section, block, page, and the chunks containing it."""
+        from mindory.library import locating
+
+        return locating.locate(
+            self.state,
+            ref,
+            cfi=cfi,
+            section=section,
+            offset=offset,
+            utf16=utf16,
+            page_size=page_size,
+        )
+
+    def locate_chunk(self, ref: str, chunk: str, *, page_size: int = DEFAULT_PAGE_SIZE) -> Locator:
+        """The Locator of a chunk of the book (its id, or a unique prefix of it)."""
+        from mindory.library import locating
+
+        return locating.locate_chunk(self.state, ref, chunk, page_size=page_size)
+
+    def section_texts(self, ref: str, ordinals: Iterable[int] | None = None) -> list[SectionText]:
+        """The book's sections as :class:`~mindory.reading.anchoring.SectionText` (all, or the
+        given ordinals), cached: their folded text is computed once."""
+        from mindory.library import highlights
+
+        return highlights.section_texts(self.state, ref, ordinals)
+
+    def calibrate_quote(
+        self,
+        ref: str,
+        quote: str,
+        *,
+        section: int | None = None,
+        chunk: str | None = None,
+        min_prefix: int | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> Calibration:
+        """Find the exact source span of a quote (an assistant's citation) in a book."""
+        from mindory.library import highlights
+
+        return highlights.calibrate_quote(
+            self.state,
+            ref,
+            quote,
+            section=section,
+            chunk=chunk,
+            min_prefix=min_prefix,
+            page_size=page_size,
+        )
+
+    def add_highlight(
+        self,
+        ref: str,
+        *,
+        section: int | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        unit: str = "codepoint",
+        cfi: str | None = None,
+        exact: str | None = None,
+        note: str | None = None,
+        color: str | None = None,
+    ) -> Highlight:
+        """Store a highlight: ``section`` + ``[start, end)`` in book source coordinates
+        (``unit`` ``codepoint`` or ``utf16``: as a chunk's ``source_*`` / ``utf16_*``;
+        plain text counts from the file's start, EPUB from the section's), or an EPUB
+        range ``cfi``. ``exact``, when given, must be the text there (a check against
+        stale positions). The quote, its 32-code-point context, both spans and the
+        CFI (EPUB) are stored."""
+        from mindory.library import highlights
+
+        return highlights.add_highlight(
+            self.state,
+            ref,
+            section=section,
+            start=start,
+            end=end,
+            unit=unit,
+            cfi=cfi,
+            exact=exact,
+            note=note,
+            color=color,
+        )
+
+    def highlights(
+        self, ref: str, *, section: int | None = None, status: str | None = None
+    ) -> list[Highlight]:
+        """The book's highlights in reading order (orphans last, by creation);
+        ``section``: the anchored ones in that section; ``status``: anchored/orphaned."""
+        from mindory.library import highlights
+
+        return highlights.highlights(self.state, ref, section=section, status=status)
+
+    def highlight(self, ref: str, highlight: str) -> Highlight:
+        """One highlight of the book by its id (``urn:uuid:…`` or the bare UUID)."""
+        from mindory.library import highlights
+
+        return highlights.highlight(self.state, ref, highlight)
+
+    def update_highlight(
+        self,
+        ref: str,
+        highlight: str,
+        *,
+        note: str | None | Unset = UNSET,
+        color: str | Unset = UNSET,
+    ) -> Highlight:
+        """Change a highlight's note (None clears it) and/or colour; the rest stays."""
+        from mindory.library import highlights
+
+        return highlights.update_highlight(self.state, ref, highlight, note=note, color=color)
+
+    def delete_highlight(self, ref: str, highlight: str) -> Highlight:
+        """Delete one highlight; returns it as it was."""
+        from mindory.library import highlights
+
+        return highlights.delete_highlight(self.state, ref, highlight)

@@ -1,0 +1,146 @@
+"""What the library's operations return: frozen records with a ``to_json()`` giving the
+shape both doors print (``mindory … --json`` and the HTTP API)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from mindory.reading.highlights import ReanchorReport
+    from mindory.search.vectors import IndexInfo
+    from mindory.store.records import ChunkInfo, EmbeddingInfo
+
+DEFAULT_EMBEDDER = "hashed"  # the built-in offline embedder (mindory.search.embedders)
+EMBED_BATCH = 256  # chunks per embed call and per vector-writing transaction
+
+ImportStatus = Literal["created", "unchanged", "rederived"]
+
+
+# progress(phase, done, total): phases "read", "parse", "chunk", "write".
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    path: str
+    book: str  # sha256
+    title: str
+    format: str
+    status: ImportStatus
+    fingerprint: str
+    sections: int
+    chunks: int
+    blocks: int
+    toc_entries: int
+    warnings: tuple[str, ...] = ()
+    timings: Mapping[str, float] = field(default_factory=dict)  # seconds per phase
+    made_current: bool = False  # an existing derivation became the current one
+    # A new edition: the books whose highlights moved here, and what became of each.
+    replaces: tuple[str, ...] = ()
+    reanchored: tuple[ReanchorReport, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "status": self.status,
+            "book": self.book,
+            "title": self.title,
+            "format": self.format,
+            "fingerprint": self.fingerprint,
+            "sections": self.sections,
+            "chunks": self.chunks,
+            "blocks": self.blocks,
+            "toc_entries": self.toc_entries,
+            "made_current": self.made_current,
+            "warnings": list(self.warnings),
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            "replaces": list(self.replaces),
+            "reanchored": [r.to_json() for r in self.reanchored],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ImportFailure:
+    """A file a batch import could not import; nothing of it was written."""
+
+    path: str
+    error: str
+    kind: str  # the error's class name
+
+    status: Literal["failed"] = "failed"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "status": self.status, "error": self.error, "kind": self.kind}
+
+
+def no_progress(_phase: str, _done: int, _total: int) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedResult:
+    embedding: EmbeddingInfo
+    embedded: int  # vectors made by this call
+    total: int  # chunks of current derivations
+    seconds: float
+    embed_seconds: float  # in the embedder alone
+    index: IndexInfo | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        rate = self.embedded / self.embed_seconds if self.embed_seconds > 0 else None
+        return {
+            "embedding": self.embedding.to_json(),
+            "embedded": self.embedded,
+            "total_chunks": self.total,
+            "seconds": round(self.seconds, 4),
+            "chunks_per_second": round(rate, 1) if rate is not None else None,
+            "index": self.index.to_json() if self.index is not None else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LocateResult:
+    """A position in a book: where it is (:func:`mindory.reading.locate.locate_position`) and
+    the chunks of the current derivation that contain it."""
+
+    book: str
+    title: str
+    position: Mapping[str, Any]
+    chunks: tuple[ChunkInfo, ...]
+    range_end: int | None = None  # a range CFI: where the range ends (source)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"book": self.book, "bookTitle": self.title, **self.position}
+        if self.range_end is not None:
+            out["rangeEnd"] = self.range_end
+        out["chunks"] = [{k: v for k, v in c.to_json().items() if k != "text"} for c in self.chunks]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    books: int
+    sections: int
+    section_texts: int
+    blocks: int
+    chunks: int
+    problems: tuple[str, ...]
+    truncated: bool = False  # more problems than were collected
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "books": self.books,
+            "sections": self.sections,
+            "section_texts": self.section_texts,
+            "blocks": self.blocks,
+            "chunks": self.chunks,
+            "problems": list(self.problems),
+            "truncated": self.truncated,
+        }

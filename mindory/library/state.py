@@ -1,0 +1,209 @@
+"""What a library holds while it is open: engines, sessions, caches, the vector index.
+
+Every concern module of the library takes a :class:`State` (never the :class:`Library`
+itself), so the concerns depend on this module and the store, not on each other's class.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Engine
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
+
+from mindory.store.engine import DEFAULT_BUSY_TIMEOUT_MS, make_engine
+from mindory.store.models import FTS_TABLE
+from mindory.store.places import PlaceCache, Places
+from mindory.store.queries import read_book_file
+
+if TYPE_CHECKING:
+    from mindory.reading.anchoring import SectionText
+    from mindory.search.embedders import Embedder
+    from mindory.search.pipeline import SearchServices
+    from mindory.search.vectors import VectorStore
+
+WRITE_BATCH = 1000  # chunk rows per INSERT batch (one progress report each)
+
+
+class State:
+    """An open library's engines, caches and vector index (see the module doc)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        url: str,
+        path: Path | None,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    ) -> None:
+        self.engine = engine
+        self.url = url
+        self.path = path  # the SQLite file (None for other databases)
+        self.writer = engine.execution_options(mindory_write=True)
+        self.write_batch = WRITE_BATCH
+        self.busy_timeout_ms = busy_timeout_ms
+        self.lock = threading.RLock()
+        self.embedders: dict[str, Embedder] = {}
+        self.places = PlaceCache()
+        self.texts = TextCache()
+        self._vectors: VectorStore | None = None
+        self._has_fts: bool | None = None
+        self._aux: Engine | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # ------------------------------------------------------------------ sessions
+
+    def read(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Session]:
+        with Session(self.writer, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    def aux_engine(self) -> Engine:
+        """A second connection pool, for reads made while a connection of the first is
+        held: the vector half of a hybrid search (on a worker thread) and a book file
+        read for byte offsets. Taking both from one pool deadlocks under load — every
+        pooled connection held by a request that waits for a second one (the HTTP
+        server runs 40 requests at once against a pool of 15) — until the pool's
+        timeout. Work on this pool never waits for the first one."""
+        with self.lock:
+            if self._aux is None:
+                if self.engine.dialect.name == "sqlite" and self.path is None:
+                    self._aux = self.engine  # in memory: a second engine is another database
+                else:
+                    self._aux = make_engine(self.url, self.busy_timeout_ms)
+            return self._aux
+
+    def pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self.lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="mindory-search"
+                )
+            return self._executor
+
+    def read_book(self, sha: str) -> bytes:
+        """A book file's bytes, read through the second pool (see :meth:`aux_engine`)."""
+        with Session(self.aux_engine(), expire_on_commit=False) as s:
+            return read_book_file(s, sha)
+
+    def places_for(self, conn: Connection) -> Places:
+        """Section places for one call on ``conn``, through the shared cache."""
+        return Places(self.places, conn, self.read_book)
+
+    def has_fts(self, conn: Connection | None = None) -> bool:
+        """True when the database has the FTS5 index (SQLite with revision 0002)."""
+        if self._has_fts is None:
+            if self.engine.dialect.name != "sqlite":
+                self._has_fts = False
+            else:
+                with contextlib.ExitStack() as stack:
+                    c = conn if conn is not None else stack.enter_context(self.engine.connect())
+                    self._has_fts = bool(
+                        c.exec_driver_sql(
+                            "SELECT 1 FROM sqlite_master WHERE name = ?", (FTS_TABLE,)
+                        ).first()
+                    )
+        return self._has_fts
+
+    # ------------------------------------------------------------------ search parts
+
+    @property
+    def index_path(self) -> Path | None:
+        """The FAISS file beside the database (None for a non-file database: the
+        index then lives in memory only, rebuilt by each process)."""
+        if self.path is None:
+            return None
+        return self.path.with_name(self.path.name + ".faiss")
+
+    @property
+    def vectors(self) -> VectorStore:
+        with self.lock:
+            if self._vectors is None:
+                from mindory.search.vectors import VectorStore
+
+                self._vectors = VectorStore(self.index_path)
+            return self._vectors
+
+    def embedder(self, spec: str) -> Embedder:
+        """The embedder of a spec (``hashed``, ``model2vec:/path``, …), made once."""
+        key = spec.strip()
+        found = self.embedders.get(key)
+        if found is None:
+            from mindory.search.embedders import get_embedder
+
+            found = self.embedders[key] = get_embedder(key)
+        return found
+
+    def services(self) -> SearchServices:
+        """What :func:`mindory.search.pipeline.search` needs from this library."""
+        from mindory.search.pipeline import SearchServices
+
+        return SearchServices(
+            engine=self.engine,
+            aux_engine=self.aux_engine,
+            pool=self.pool,
+            embedder=self.embedder,
+            vectors=self.vectors,
+            places=self.places,
+            read_book=self.read_book,
+            has_fts=self.has_fts,
+        )
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        if self._aux is not None and self._aux is not self.engine:
+            self._aux.dispose()
+        self._aux = None
+        self.engine.dispose()
+
+
+TEXT_CACHE_ENTRIES = 512
+
+
+TEXT_CACHE_CHARS = 32_000_000
+
+
+class TextCache:
+    """Section texts (with their folded form, once computed) by (book SHA-256, ordinal):
+    folding a 7 MB section costs about half a second. Bounded in entries and characters."""
+
+    def __init__(
+        self, max_entries: int = TEXT_CACHE_ENTRIES, max_chars: int = TEXT_CACHE_CHARS
+    ) -> None:
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[str, int], SectionText] = OrderedDict()
+        self._chars = 0
+
+    def get(self, key: tuple[str, int]) -> SectionText | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, int], text: SectionText) -> None:
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._chars -= len(old.source_text)
+            self._items[key] = text
+            self._chars += len(text.source_text)
+            while len(self._items) > 1 and (
+                len(self._items) > self.max_entries or self._chars > self.max_chars
+            ):
+                _, dropped = self._items.popitem(last=False)
+                self._chars -= len(dropped.source_text)

@@ -1,0 +1,252 @@
+"""Embedding: vectors for the chunks of current derivations (in SQLite, per embedding
+space), and keeping the vector index up to date."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from time import perf_counter
+
+import numpy as np
+from sqlalchemy import func, insert, select, update
+
+from mindory.errors import MindoryError
+from mindory.library.records import (
+    DEFAULT_EMBEDDER,
+    EMBED_BATCH,
+    EmbedResult,
+    ProgressFn,
+    no_progress,
+)
+from mindory.library.state import State
+from mindory.search.embedders import (
+    Embedder,
+    HashedNgramEmbedder,
+    embed_text_for_chunk,
+)
+from mindory.search.vectors import IndexInfo
+from mindory.store.models import (
+    BookRow,
+    ChunkRow,
+    ChunkVectorRow,
+    DerivationRow,
+    EmbeddingRow,
+    SectionRow,
+)
+from mindory.store.queries import embedding_info
+from mindory.store.records import EmbeddingInfo
+from mindory.store.vectors import current_embedding_state
+
+
+def spec_of(emb: Embedder) -> str:
+    """A spec string that recreates an embedder object in another process, if any."""
+    if isinstance(emb, HashedNgramEmbedder):
+        return DEFAULT_EMBEDDER if emb.dim == 384 else f"{DEFAULT_EMBEDDER}:{emb.dim}"
+    backend, folder = getattr(emb, "backend", None), getattr(emb, "folder", None)
+    if isinstance(backend, str) and folder is not None:
+        return f"{backend}:{folder}"
+    return str(getattr(emb, "spec", None) or emb.id)
+
+
+def embedding_fingerprint(embedder_id: str, context_header: bool) -> str:
+    """The embedding settings' fingerprint: embedder id + context-header flag.
+
+    Deliberately not part of the chunk settings fingerprint: changing the embedder
+    re-embeds, it never re-chunks, so chunk ids stay what they are.
+    """
+    canonical = json.dumps(
+        {"context_header": bool(context_header), "embedder": embedder_id},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def embeddings(st: State) -> list[EmbeddingInfo]:
+    """Every embedding space with its vector count; the current one is marked."""
+    with st.read() as s:
+        counts = dict(
+            s.execute(
+                select(ChunkVectorRow.embedding_id, func.count()).group_by(
+                    ChunkVectorRow.embedding_id
+                )
+            ).all()
+        )
+        rows = s.scalars(select(EmbeddingRow).order_by(EmbeddingRow.id)).all()
+        return [embedding_info(r, int(counts.get(r.id, 0))) for r in rows]
+
+
+def current_embedding(st: State) -> EmbeddingInfo | None:
+    """The embedding searches use (the one last used by :meth:`embed`), or None."""
+    return next((e for e in embeddings(st) if e.current), None)
+
+
+def embedder(st: State, spec: str | Embedder | None = None) -> Embedder:
+    """An embedder from a spec (``hashed``, ``model2vec:/path``, …), cached per library.
+
+    None means the current embedding's, else the built-in default.
+    """
+    if spec is not None and not isinstance(spec, str):
+        return spec
+    if spec is None:
+        current = current_embedding(st)
+        spec = current.spec if current is not None else DEFAULT_EMBEDDER
+    return st.embedder(spec)
+
+
+def embed(
+    st: State,
+    embedder: str | Embedder | None = None,
+    *,
+    context_header: bool | None = None,
+    batch_size: int = EMBED_BATCH,
+    progress: ProgressFn | None = None,
+    update_index: bool = True,
+) -> EmbedResult:
+    """Embed the chunks of every book's current derivation that have no vector yet
+    in this embedding (embedder + context-header flag), in batches, one transaction
+    each; the embedding becomes the current one. Then the vector index is brought
+    up to date (``update_index``).
+
+    ``embedder`` None keeps the current embedding (or the built-in ``hashed``);
+    ``context_header`` None keeps the current embedding's flag (else off).
+    """
+    report = progress or no_progress
+    t0 = perf_counter()
+    current = current_embedding(st)
+    if embedder is None and current is not None:
+        spec: str = current.spec
+        emb = st.embedder(spec)
+    elif isinstance(embedder, str) or embedder is None:
+        spec = (embedder or DEFAULT_EMBEDDER).strip()
+        emb = st.embedder(spec)
+    else:
+        emb = embedder
+        spec = spec_of(emb)
+        st.embedders[spec] = emb  # this process searches with this very object
+    if context_header is None:
+        context_header = bool(current.context_header) if current is not None else False
+    fingerprint = embedding_fingerprint(emb.id, context_header)
+    now = datetime.now(UTC)
+    with st.write() as s:
+        row = s.scalar(select(EmbeddingRow).where(EmbeddingRow.fingerprint == fingerprint))
+        if row is None:
+            row = EmbeddingRow(
+                fingerprint=fingerprint,
+                embedder_id=emb.id,
+                spec=spec,
+                dim=int(emb.dim),
+                context_header=context_header,
+                is_current=False,
+                version=0,
+                created_at=now,
+            )
+            s.add(row)
+            s.flush()
+        elif row.spec != spec and isinstance(embedder, str):
+            row.spec = spec  # the same model, found elsewhere now
+        embedding_id = int(row.id)
+        s.execute(update(EmbeddingRow).values(is_current=EmbeddingRow.id == embedding_id))
+    missing_q = (
+        select(func.count())
+        .select_from(ChunkRow)
+        .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+        .outerjoin(
+            ChunkVectorRow,
+            (ChunkVectorRow.chunk_id == ChunkRow.id)
+            & (ChunkVectorRow.embedding_id == embedding_id),
+        )
+        .where(DerivationRow.is_current.is_(True), ChunkVectorRow.chunk_id.is_(None))
+    )
+    with st.read() as s:
+        total_missing = int(s.scalar(missing_q) or 0)
+        total = int(
+            s.scalar(
+                select(func.count())
+                .select_from(ChunkRow)
+                .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+                .where(DerivationRow.is_current.is_(True))
+            )
+            or 0
+        )
+    report("embed", 0, total_missing)
+    done = 0
+    after = 0
+    t_embed = 0.0
+    step = max(1, int(batch_size))
+    while True:
+        with st.read() as s:
+            rows = s.execute(
+                select(ChunkRow.id, ChunkRow.text, SectionRow.title, BookRow.title)
+                .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+                .join(SectionRow, SectionRow.id == ChunkRow.section_id)
+                .join(BookRow, BookRow.id == DerivationRow.book_id)
+                .outerjoin(
+                    ChunkVectorRow,
+                    (ChunkVectorRow.chunk_id == ChunkRow.id)
+                    & (ChunkVectorRow.embedding_id == embedding_id),
+                )
+                .where(
+                    DerivationRow.is_current.is_(True),
+                    ChunkVectorRow.chunk_id.is_(None),
+                    ChunkRow.id > after,
+                )
+                .order_by(ChunkRow.id)
+                .limit(step)
+            ).all()
+        if not rows:
+            break
+        texts = [
+            embed_text_for_chunk(t, title=bt, section_title=st, context_header=bool(context_header))
+            for _, t, st, bt in rows
+        ]
+        t = perf_counter()
+        vectors = np.asarray(emb.embed(texts), dtype="<f4")
+        t_embed += perf_counter() - t
+        if vectors.shape != (len(rows), emb.dim):
+            raise MindoryError(
+                f"embedder {emb.id} returned shape {vectors.shape}, expected {(len(rows), emb.dim)}"
+            )
+        with st.write() as w:
+            w.connection().execute(
+                insert(ChunkVectorRow),
+                [
+                    {"chunk_id": int(r[0]), "embedding_id": embedding_id, "vector": v.tobytes()}
+                    for r, v in zip(rows, vectors)
+                ],
+            )
+            w.execute(
+                update(EmbeddingRow)
+                .where(EmbeddingRow.id == embedding_id)
+                .values(version=EmbeddingRow.version + 1)
+            )
+        done += len(rows)
+        after = int(rows[-1][0])
+        report("embed", done, total_missing)
+    report("embed", total_missing, total_missing)
+    index_info: IndexInfo | None = None
+    if update_index:
+        index_info = index(st)
+    info = next(e for e in embeddings(st) if e.fingerprint == fingerprint)
+    return EmbedResult(
+        embedding=info,
+        embedded=done,
+        total=total,
+        seconds=perf_counter() - t0,
+        embed_seconds=t_embed,
+        index=index_info,
+    )
+
+
+def index(st: State, *, rebuild: bool = False) -> IndexInfo:
+    """Bring the vector index of the current embedding up to date (or rebuild it)."""
+    with st.engine.connect() as conn:
+        embedding = current_embedding_state(conn)
+        if embedding is None:
+            raise MindoryError("no vectors yet: run mindory embed first")
+        before = st.vectors.loaded
+        loaded = st.vectors.ensure(conn, embedding, force_rebuild=rebuild)
+    info = loaded.info()
+    return replace(info, status="current", seconds=0.0) if loaded is before else info

@@ -1,0 +1,128 @@
+"""Stored vectors and embedding spaces: which embedding is current, which chunks the vector
+index must hold, and their vectors (little-endian float32 blobs in ``chunk_vectors``)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import bindparam, select
+from sqlalchemy.engine import Connection
+
+from mindory.errors import MindoryError
+from mindory.store.fts import Filters
+from mindory.store.models import ChunkRow, ChunkVectorRow, DerivationRow, EmbeddingRow
+
+
+@dataclass(frozen=True)
+class EmbeddingState:
+    id: int
+    fingerprint: str
+    embedder_id: str
+    spec: str
+    dim: int
+    context_header: bool
+    version: int
+
+    @property
+    def key(self) -> str:
+        """What the index manifest records as its embedder: id (+ the header flag)."""
+        return self.embedder_id + ("+context-header" if self.context_header else "")
+
+
+_CURRENT_EMBEDDING_STMT = (
+    select(
+        EmbeddingRow.id,
+        EmbeddingRow.fingerprint,
+        EmbeddingRow.embedder_id,
+        EmbeddingRow.spec,
+        EmbeddingRow.dim,
+        EmbeddingRow.context_header,
+        EmbeddingRow.version,
+    )
+    .where(EmbeddingRow.is_current.is_(True))
+    .order_by(EmbeddingRow.id.desc())
+    .limit(1)
+)
+
+
+_EMBEDDING_VERSION_STMT = select(EmbeddingRow.version).where(EmbeddingRow.id == bindparam("id"))
+
+
+_CURRENT_DERIVATIONS_STMT = (
+    select(DerivationRow.id).where(DerivationRow.is_current.is_(True)).order_by(DerivationRow.id)
+)
+
+
+def current_embedding_state(conn: Connection) -> EmbeddingState | None:
+    r = conn.execute(_CURRENT_EMBEDDING_STMT).first()
+    if r is None:
+        return None
+    return EmbeddingState(int(r[0]), r[1], r[2], r[3], int(r[4]), bool(r[5]), int(r[6]))
+
+
+def index_token(conn: Connection, embedding: EmbeddingState) -> tuple[Any, ...]:
+    """Changes whenever the indexed id set may have changed: the embedding's version
+    (every vector write bumps it) and the set of current derivations (imports,
+    re-derivations and deletes change it)."""
+    version = conn.execute(_EMBEDDING_VERSION_STMT, {"id": embedding.id}).scalar()
+    ids = conn.execute(_CURRENT_DERIVATIONS_STMT).scalars()
+    digest = hashlib.sha256(np.fromiter(ids, dtype="<i8").tobytes()).hexdigest()
+    return (embedding.id, embedding.fingerprint, version, digest)
+
+
+def indexed_ids(conn: Connection, embedding_id: int) -> np.ndarray:
+    """Sorted row ids of current-derivation chunks that have a vector in the embedding."""
+    q = (
+        select(ChunkVectorRow.chunk_id)
+        .join(ChunkRow, ChunkRow.id == ChunkVectorRow.chunk_id)
+        .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+        .where(ChunkVectorRow.embedding_id == embedding_id, DerivationRow.is_current.is_(True))
+        .order_by(ChunkVectorRow.chunk_id)
+    )
+    return np.fromiter(conn.execute(q).scalars(), dtype=np.int64)
+
+
+_IN_BATCH = 5000
+
+
+def stored_vectors(
+    conn: Connection, embedding: EmbeddingState, ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, float32 vectors)`` of the given chunk ids, read from chunk_vectors."""
+    wanted = np.asarray(ids, dtype=np.int64)
+    base = select(ChunkVectorRow.chunk_id, ChunkVectorRow.vector).where(
+        ChunkVectorRow.embedding_id == embedding.id
+    )
+    rows: list[Any] = []
+    if wanted.size <= 4 * _IN_BATCH:
+        for lo in range(0, wanted.size, _IN_BATCH):
+            part = wanted[lo : lo + _IN_BATCH].tolist()
+            rows.extend(conn.execute(base.where(ChunkVectorRow.chunk_id.in_(part))).all())
+    else:
+        keep = set(wanted.tolist())
+        rows = [r for r in conn.execute(base) if r[0] in keep]
+    width = embedding.dim * 4
+    bad = next((r[0] for r in rows if len(r[1]) != width), None)
+    if bad is not None:
+        raise MindoryError(
+            f"the stored vector of chunk row {bad} has the wrong length for dimension "
+            f"{embedding.dim}: run mindory verify"
+        )
+    out_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(-1, embedding.dim)
+    return out_ids, np.ascontiguousarray(vecs, dtype=np.float32)
+
+
+def chunk_ids_in(conn: Connection, filters: Filters) -> np.ndarray:
+    """Row ids of the current chunks a search is restricted to (a book, a section)."""
+    q = (
+        select(ChunkRow.id)
+        .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+        .where(DerivationRow.is_current.is_(True), DerivationRow.book_id == filters.book_id)
+    )
+    if filters.section_id is not None:
+        q = q.where(ChunkRow.section_id == filters.section_id)
+    return np.fromiter(conn.execute(q).scalars(), dtype=np.int64)
