@@ -1,3 +1,179 @@
-from mindory.cli.commands import main
+"""The ``mindory`` command: a thin door over :class:`mindory.library.Library`.
 
-__all__ = ["main"]
+Owns: argument parsing, tables for people, ``--json`` for scripts (the same shapes as
+the HTTP API), one-line errors. May import the library room (and the server, in
+``serve`` only); never the store or the importers. Each command's module is imported
+only when that command runs, so ``mindory --help`` loads click and nothing else.
+
+Every library command opens the library given by ``--db`` (or ``MINDORY_DB``, else
+``MINDORY_DATABASE_URL``, else the library in the user data directory). Errors print
+one line ``mindory: error: …`` and exit non-zero; ``--debug`` shows the traceback. A
+closed pipe (``mindory export BOOK | head``) ends quietly with status 141, as a shell
+command killed by SIGPIPE does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import click
+
+__all__ = ["COMMANDS", "main"]
+
+# name -> (module, attribute, the short help `mindory --help` shows without importing it;
+# tests/cli/test_cli.py checks each equals the command's own).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "blocks": (
+        "mindory.cli.books",
+        "blocks",
+        "Show a section's render blocks (paragraphs, headings, ...), a page at a time.",
+    ),
+    "books": ("mindory.cli.books", "books", "List the books in the library."),
+    "chunk": (
+        "mindory.cli.chunk",
+        "chunk",
+        "Chunk one book (EPUB or plain text) without a library and print the chunks.",
+    ),
+    "chunks": ("mindory.cli.books", "chunks", "List a book's chunks with their exact spans."),
+    "delete": ("mindory.cli.books", "delete", "Delete a book and everything derived from it."),
+    "embed": (
+        "mindory.cli.search",
+        "embed",
+        "Embed the chunks that have no vector yet (current derivations), then update the index.",
+    ),
+    "eval": (
+        "mindory.cli.search",
+        "eval_",
+        "Retrieval quality on a query set: recall@1/5/10 and MRR per mode, completeness.",
+    ),
+    "export": (
+        "mindory.cli.books",
+        "export",
+        "Export a book as JSON lines: book, TOC, sections (texts and maps), blocks, chunks.",
+    ),
+    "import": (
+        "mindory.cli.books",
+        "import_",
+        "Import books: files, or folders searched recursively for .txt and .epub.",
+    ),
+    "index": (
+        "mindory.cli.search",
+        "index",
+        "Check the vector index against the database; repair or rebuild it when they differ.",
+    ),
+    "locate": (
+        "mindory.cli.search",
+        "locate",
+        "Where a place is: a CFI or a section offset → section, block, page, chunks.",
+    ),
+    "search": (
+        "mindory.cli.search",
+        "search",
+        "Search the library; every hit comes with its exact place.",
+    ),
+    "serve": (
+        "mindory.server.serve",
+        "serve",
+        "Serve the HTTP API and the reader page (see docs/api.md).",
+    ),
+    "show": (
+        "mindory.cli.books",
+        "show",
+        "Show a book: metadata, derivations and sections (BOOK: id, id prefix or title).",
+    ),
+    "stats": (
+        "mindory.cli.evidence",
+        "stats_command",
+        "Chunk statistics of BOOK (a library book or a file) under each strategy.",
+    ),
+    "sweep": (
+        "mindory.cli.evidence",
+        "sweep_command",
+        "Measure recall@k, MRR and answer completeness for each chunking setting.",
+    ),
+    "verify": (
+        "mindory.cli.books",
+        "verify",
+        "Check every stored invariant (all books, or one); exit 1 naming the first violations.",
+    ),
+    "where": ("mindory.cli.books", "where", "Print which library the other commands use."),
+}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mindory")
+    except PackageNotFoundError:  # a bare checkout on sys.path
+        return "unknown"
+
+
+def _pipe_closed() -> None:
+    """The reader of our output went away: exit quietly with SIGPIPE's shell status.
+    stdout is pointed at /dev/null first, so the final flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(141)
+
+
+class _Main(click.Group):
+    """Loads each command's module on first use, and turns every uncaught error into one
+    line (or a traceback with --debug)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = COMMANDS.get(cmd_name)
+        if found is None:
+            return None
+        module, attribute, _help = found
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except BrokenPipeError:
+            _pipe_closed()
+        except KeyboardInterrupt:
+            click.echo("mindory: interrupted", err=True)
+            sys.exit(130)
+        except Exception as exc:  # noqa: BLE001 - the one place errors become messages
+            from mindory.cli.common import fail
+
+            fail(exc, bool(ctx.params.get("debug")))
+
+
+@click.group(cls=_Main)
+@click.version_option(version=None, package_name="mindory", message="mindory %(version)s")
+@click.option(
+    "--db",
+    "db",
+    envvar="MINDORY_DB",
+    metavar="PATH",
+    help="The library (a SQLite file or a database URL). Default: MINDORY_DB, else "
+    "MINDORY_DATABASE_URL, else a library in the user data directory.",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.pass_context
+def main(ctx: click.Context, db: str | None, debug: bool) -> None:
+    """mindory: exact places for every search hit in your books."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+    ctx.obj["db"] = db

@@ -261,6 +261,7 @@ def delete_book(st: State, ref: str) -> BookInfo:
     info = book(st, ref)
     with st.write() as s:
         s.execute(delete(BookRow).where(BookRow.sha256 == info.id))
+    st.forget_book(info.id)
     # Its chunks' vectors went with it (cascade); take them out of the index too.
     path = st.index_path
     if st.vectors.loaded is not None or (path is not None and path.exists()):

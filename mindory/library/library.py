@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         ProgressFn,
         VerifyReport,
     )
+    from mindory.library.resources import Resource
     from mindory.reading.anchoring import SectionText
     from mindory.reading.highlights import Calibration, Highlight, Unset
     from mindory.reading.locate import Locator, SectionPlace
@@ -117,6 +118,12 @@ class Library:
     def has_fts(self) -> bool:
         """True when the database has the FTS5 index (SQLite)."""
         return self.state.has_fts()
+
+    def resource(self, ref: str, href: str) -> Resource:
+        """A member of an EPUB book by its ZIP path, with its media type and an ETag."""
+        from mindory.library import resources
+
+        return resources.resource(self.state, ref, href)
 
     # ------------------------------------------------------------------ search
 

@@ -25,6 +25,7 @@ from mindory.store.places import PlaceCache, Places
 from mindory.store.queries import read_book_file
 
 if TYPE_CHECKING:
+    from mindory.library.resources import Resources
     from mindory.reading.anchoring import SectionText
     from mindory.search.embedders import Embedder
     from mindory.search.pipeline import SearchServices
@@ -54,6 +55,7 @@ class State:
         self.places = PlaceCache()
         self.texts = TextCache()
         self._vectors: VectorStore | None = None
+        self._resources: Resources | None = None
         self._has_fts: bool | None = None
         self._aux: Engine | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -133,6 +135,21 @@ class State:
 
                 self._vectors = VectorStore(self.index_path)
             return self._vectors
+
+    @property
+    def resources(self) -> Resources:
+        """Open EPUB archives for serving their members (made on first use)."""
+        with self.lock:
+            if self._resources is None:
+                from mindory.library.resources import Resources
+
+                self._resources = Resources()
+            return self._resources
+
+    def forget_book(self, sha: str) -> None:
+        """Drop what is cached about a deleted book."""
+        if self._resources is not None:
+            self._resources.forget(sha)
 
     def embedder(self, spec: str) -> Embedder:
         """The embedder of a spec (``hashed``, ``model2vec:/path``, …), made once."""

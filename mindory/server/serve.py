@@ -17,7 +17,8 @@ from typing import Literal
 import click
 
 from mindory.errors import MindoryError
-from mindory.server.app import DEFAULT_MAX_UPLOAD_BYTES, create_app, is_loopback
+from mindory.server.app import create_app
+from mindory.server.guard import DEFAULT_MAX_UPLOAD_BYTES, is_loopback
 
 __all__ = ["serve", "check_bind"]
 

@@ -18,12 +18,12 @@ from mindory.library.evidence import (
     paired_mrr_delta,
     parse_sizes,
     parse_strategies,
-    plot_sweep,
     queries_for,
     run_sweep,
     stored_sections,
     sweep_settings,
 )
+from mindory.library.plot import plot_sweep
 from mindory.search.evaluation import load_queries
 from mindory.text.records import STRATEGIES, ChunkSettings, Settings
 

@@ -23,7 +23,8 @@ from fastapi.testclient import TestClient
 from mindory.cli import main as cli_main
 from mindory.errors import MindoryError
 from mindory.library import Library
-from mindory.server.app import create_app, is_loopback
+from mindory.server.app import create_app
+from mindory.server.guard import is_loopback
 from mindory.server.serve import check_bind, serve
 from tests.api_server import ServerThread, upload_and_wait
 from tests.conftest import ROOT, SAMPLES

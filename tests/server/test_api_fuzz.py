@@ -30,7 +30,8 @@ from hypothesis import strategies as st
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from mindory.server.app import LOOPBACK_HOSTS, create_app
+from mindory.server.app import create_app
+from mindory.server.guard import LOOPBACK_HOSTS
 from tests.conftest import SAMPLES
 
 # Every built-in check runs except "schema-valid data is never refused": some refusals

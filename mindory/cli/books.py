@@ -1,0 +1,446 @@
+"""Commands over the catalogue: import, books, show, chunks, blocks, verify, export,
+delete, where."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.tree import Tree
+from sqlalchemy.engine import make_url
+
+from mindory.cli.common import (
+    PHASE_SPAN,
+    console,
+    err_console,
+    library,
+    make_settings,
+    print_json,
+    settings_options,
+    snippet,
+)
+from mindory.errors import MindoryError
+from mindory.library import (
+    ImportFailure,
+    ImportResult,
+    ProgressFn,
+    TocNode,
+    book_files_in,
+    resolve_url,
+)
+
+
+@contextmanager
+def _import_progress(
+    enabled: bool, total_files: int
+) -> Iterator[Callable[[Path], ProgressFn | None]]:
+    """Per-book and overall progress bars (on stderr, gone when done)."""
+    if not enabled:
+        yield lambda _path: None
+        return
+    progress = Progress(
+        TextColumn("{task.description}", table_column=None),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console(),
+        transient=True,
+    )
+    with progress:
+        overall = progress.add_task("all books", total=total_files)
+        current: dict[str, TaskID] = {}
+
+        def for_book(path: Path) -> ProgressFn:
+            if "task" in current:
+                progress.remove_task(current["task"])
+                progress.advance(overall)
+            task = progress.add_task(f"{path.name[:40]}: read", total=100)
+            current["task"] = task
+
+            def report(phase: str, done: int, total: int) -> None:
+                lo, hi = PHASE_SPAN.get(phase, (0.0, 1.0))
+                share = done / total if total else 1.0
+                progress.update(
+                    task,
+                    completed=round(100 * (lo + (hi - lo) * share)),
+                    description=f"{path.name[:40]}: {phase}",
+                )
+
+            return report
+
+        yield for_book
+
+
+def _say(line: str) -> None:
+    err_console().print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _say_reanchored(result: ImportResult) -> None:
+    """What a new edition did to the old one's highlights: counts, and every orphan."""
+    if not result.replaces:
+        return
+    counts: dict[str, int] = {}
+    for r in result.reanchored:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    told = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "none"
+    olds = ", ".join(sha[:12] for sha in result.replaces)
+    _say(f"mindory: new edition of {olds}: highlights re-anchored: {told}")
+    for r in result.reanchored:
+        if r.status == "orphaned":
+            _say(f"mindory: orphaned: {r.old_exact[:60]!r} (section {r.old_section}): {r.note}")
+
+
+def _status_style(status: str) -> str:
+    return {"created": "green", "rederived": "cyan", "unchanged": "dim", "failed": "red"}.get(
+        status, ""
+    )
+
+
+@click.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@settings_options
+@click.option("--no-copy", is_flag=True, help="Store the files' paths, not their bytes.")
+@click.option(
+    "--replaces",
+    metavar="BOOK",
+    help="The file is a new edition of BOOK: re-anchor BOOK's highlights onto it.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.pass_context
+def import_(
+    ctx: click.Context,
+    paths: Sequence[Path],
+    size: int,
+    overlap: int,
+    min_size: int,
+    nfkc: bool,
+    no_copy: bool,
+    replaces: str | None,
+    as_json: bool,
+) -> None:
+    """Import books: files, or folders searched recursively for .txt and .epub.
+
+    A bad file is reported by name and skipped; the others are imported. Exits
+    with 1 if any file failed. With --replaces (one file), the highlights of the
+    old edition move to the new one; each is reported (placed, or orphaned).
+    """
+    settings = make_settings(size, overlap, min_size, nfkc)
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        raise MindoryError("no such file or folder", path=str(missing[0]))
+    files = book_files_in(paths)
+    if replaces is not None and len(files) != 1:
+        raise click.UsageError(f"--replaces takes one file, not {len(files)}")
+    lib = library(ctx)
+    results: list[ImportResult | ImportFailure] = []
+    show_progress = not as_json and err_console().is_terminal
+    with _import_progress(show_progress, len(files)) as progress:
+        for item in lib.import_many(
+            files, settings, copy=not no_copy, progress=progress, replaces=replaces
+        ):
+            results.append(item)
+            # One line each (soft wrap), above the progress bars.
+            if isinstance(item, ImportFailure):
+                _say(f"mindory: failed: {item.error}")
+            else:
+                for warning in item.warnings:
+                    _say(f"mindory: warning: {item.path}: {warning}")
+                if not as_json:
+                    _say_reanchored(item)
+    failed = sum(isinstance(r, ImportFailure) for r in results)
+    if as_json:
+        print_json(
+            {
+                "results": [r.to_json() for r in results],
+                "imported": len(results) - failed,
+                "failed": failed,
+            }
+        )
+    else:
+        table = Table("file", "status", "title", "sections", "chunks", "seconds", title="import")
+        for r in results:
+            style = _status_style(r.status)
+            if isinstance(r, ImportFailure):
+                problem = r.error.removeprefix(f"{r.path}: ")
+                table.add_row(Path(r.path).name, f"[{style}]failed", problem, "", "", "")
+            else:
+                table.add_row(
+                    Path(r.path).name,
+                    f"[{style}]{r.status}",
+                    r.title,
+                    str(r.sections),
+                    str(r.chunks),
+                    f"{r.timings.get('total', 0.0):.2f}",
+                )
+        console().print(table)
+        console().print(f"{len(results) - failed} imported, {failed} failed")
+    if failed:
+        sys.exit(1)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def books(ctx: click.Context, as_json: bool) -> None:
+    """List the books in the library."""
+    items = library(ctx).books()
+    if as_json:
+        print_json([b.to_json() for b in items])
+        return
+    if not items:
+        console().print("no books yet: mindory import PATH")
+        return
+    table = Table("id", "title", "format", "sections", "chunks", "size", "encoding")
+    for b in items:
+        current = b.current
+        table.add_row(
+            b.id[:12],
+            b.title,
+            b.format,
+            str(b.section_count),
+            str(current.chunk_count if current else 0),
+            f"{b.file_size / 1e6:.2f} MB",
+            (b.encoding or "") + (" (lossy)" if b.lossy else ""),
+        )
+    console().print(table)
+
+
+def _toc_tree(tree: Tree, nodes: Sequence[TocNode]) -> None:
+    for node in nodes:
+        where = f"§{node.section} @{node.source_offset}" if node.section is not None else "?"
+        branch = tree.add(f"{node.title}  [dim]{where}[/dim]")
+        _toc_tree(branch, node.children)
+
+
+@click.command()
+@click.argument("book")
+@click.option("--toc", is_flag=True, help="Show the table of contents.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def show(ctx: click.Context, book: str, toc: bool, as_json: bool) -> None:
+    """Show a book: metadata, derivations and sections (BOOK: id, id prefix or title)."""
+    lib = library(ctx)
+    info = lib.book(book)
+    sections = lib.sections(info.id)
+    nodes = lib.toc(info.id) if toc else ()
+    if as_json:
+        doc = {**info.to_json(), "sections": [s.to_json() for s in sections]}
+        if toc:
+            doc["toc"] = [n.to_json() for n in nodes]
+        print_json(doc)
+        return
+    console().print(f"[bold]{info.title}[/bold]  {info.id}")
+    facts = [
+        f"format {info.format}",
+        f"file {info.file_name} ({info.file_size:,} bytes, {info.stored})",
+    ]
+    if info.encoding:
+        facts.append(f"encoding {info.encoding}" + (" LOSSY" if info.lossy else ""))
+    if info.creators:
+        facts.append("by " + ", ".join(info.creators))
+    if info.language:
+        facts.append(f"language {info.language}")
+    console().print("  ".join(facts))
+    for d in info.derivations:
+        mark = "*" if d.current else " "
+        console().print(
+            f"{mark} derivation {d.fingerprint}: {d.chunk_count} chunks, "
+            f"{json.dumps(d.settings, sort_keys=True)}",
+            markup=False,
+            highlight=False,
+        )
+    for warning in info.warnings:
+        console().print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    table = Table("§", "title", "href", "source", "normalized", "blocks", "chunks")
+    for s in sections:
+        table.add_row(
+            str(s.ordinal),
+            s.title[:50],
+            s.href or "",
+            f"{s.source_start}–{s.source_end}",
+            str(s.normalized_length),
+            str(s.block_count),
+            str(s.chunk_count),
+        )
+    console().print(table)
+    if toc:
+        tree = Tree("[bold]contents[/bold]")
+        _toc_tree(tree, nodes)
+        console().print(tree)
+
+
+@click.command()
+@click.argument("book")
+@click.option("--section", type=int, help="Only this section.")
+@click.option("--offset", default=0, show_default=True, help="Skip this many chunks.")
+@click.option("--limit", type=int, help="At most this many chunks.")
+@click.option("--fingerprint", help="A derivation other than the current one.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with CFIs for EPUB).")
+@click.pass_context
+def chunks(
+    ctx: click.Context,
+    book: str,
+    section: int | None,
+    offset: int,
+    limit: int | None,
+    fingerprint: str | None,
+    as_json: bool,
+) -> None:
+    """List a book's chunks with their exact spans."""
+    lib = library(ctx)
+    info = lib.book(book)
+    items = lib.chunks(
+        info.id,
+        section=section,
+        fingerprint=fingerprint,
+        offset=offset,
+        limit=limit,
+        with_cfi=as_json,
+    )
+    if as_json:
+        current = info.current
+        print_json(
+            {
+                "book": info.id,
+                "fingerprint": fingerprint or (current.fingerprint if current else None),
+                "chunks": [c.to_json() for c in items],
+            }
+        )
+        return
+    table = Table("§", "#", "id", "normalized", "source", "UTF-16", "text")
+    for c in items:
+        table.add_row(
+            str(c.section),
+            str(c.index),
+            c.id[:12],
+            f"{c.start}–{c.end}",
+            f"{c.source_start}–{c.source_end}",
+            f"{c.utf16_start}–{c.utf16_end}",
+            snippet(c.text),
+        )
+    console().print(table)
+
+
+@click.command()
+@click.argument("book")
+@click.argument("section", type=int)
+@click.option("--page", default=1, show_default=True, help="Page number (from 1).")
+@click.option("--page-size", default=50, show_default=True, help="Blocks per page.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def blocks(
+    ctx: click.Context, book: str, section: int, page: int, page_size: int, as_json: bool
+) -> None:
+    """Show a section's render blocks (paragraphs, headings, ...), a page at a time."""
+    result = library(ctx).blocks(book, section, page, page_size)
+    if as_json:
+        print_json(result.to_json())
+        return
+    table = Table(
+        "#",
+        "kind",
+        "normalized",
+        "source",
+        "text",
+        title=f"section {section}, page {result.page} of {result.pages} ({result.total} blocks)",
+    )
+    for b in result.blocks:
+        kind = b.kind + (f" {b.level}" if b.level else "")
+        table.add_row(
+            str(b.index),
+            kind,
+            f"{b.start}–{b.end}",
+            f"{b.source_start}–{b.source_end}",
+            snippet(b.text, 60),
+        )
+    console().print(table)
+
+
+@click.command()
+@click.argument("book", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def verify(ctx: click.Context, book: str | None, as_json: bool) -> None:
+    """Check every stored invariant (all books, or one); exit 1 naming the first violations."""
+    report = library(ctx).verify(book)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        console().print(
+            f"checked {report.books} book(s), {report.sections} sections, "
+            f"{report.section_texts} section texts, {report.blocks} blocks, {report.chunks} chunks"
+        )
+    if report.ok:
+        if not as_json:
+            console().print("[green]ok[/green]")
+        return
+    for problem in report.problems[:20]:
+        click.echo(f"mindory: violation: {problem}", err=True)
+    more = len(report.problems) - 20
+    if more > 0 or report.truncated:
+        click.echo(f"mindory: … and {'more' if report.truncated else more} more", err=True)
+    click.echo(f"mindory: error: verify found {len(report.problems)} violation(s)", err=True)
+    sys.exit(1)
+
+
+@click.command()
+@click.argument("book")
+@click.option("--jsonl", is_flag=True, help="JSON lines (the only format so far; the default).")
+@click.option("--fingerprint", help="A derivation other than the current one.")
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), help="Write to a file, not stdout."
+)
+@click.pass_context
+def export(
+    ctx: click.Context, book: str, jsonl: bool, fingerprint: str | None, output: Path | None
+) -> None:
+    """Export a book as JSON lines: book, TOC, sections (texts and maps), blocks, chunks.
+
+    The output is byte-identical for the same file and settings, in any library.
+    """
+    lines = library(ctx).export(book, fingerprint=fingerprint)
+    if output is not None:
+        tmp = output.with_name(output.name + ".part")
+        with tmp.open("wb") as fh:
+            for line in lines:
+                fh.write(line.encode("utf-8") + b"\n")
+        tmp.replace(output)
+        return
+    out = sys.stdout.buffer
+    for line in lines:
+        out.write(line.encode("utf-8") + b"\n")
+    out.flush()
+
+
+@click.command()
+@click.argument("book")
+@click.option("--json", "as_json", is_flag=True, help="Print the deleted book as JSON.")
+@click.pass_context
+def delete(ctx: click.Context, book: str, as_json: bool) -> None:
+    """Delete a book and everything derived from it."""
+    info = library(ctx).delete_book(book)
+    if as_json:
+        print_json(info.to_json())
+    else:
+        console().print(f"deleted {info.title} ({info.id[:12]})", highlight=False)
+
+
+@click.command()
+def where() -> None:
+    """Print which library the other commands use."""
+    ctx = click.get_current_context()
+    url, path = resolve_url(ctx.find_root().obj.get("db"))
+    click.echo(str(path) if path is not None else make_url(url).render_as_string())

@@ -1,0 +1,355 @@
+"""Commands over vectors and search: embed, index, search, locate, eval."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from mindory.cli.common import (
+    console,
+    err_console,
+    library,
+    print_json,
+)
+
+
+@click.command()
+@click.option(
+    "--embedder",
+    "embedder",
+    metavar="SPEC",
+    help="hashed (default), hashed:768, model2vec:/path, fastembed:/path, "
+    "sentence-transformers:/path. Default: the current embedding's.",
+)
+@click.option(
+    "--context-header/--no-context-header",
+    default=None,
+    help="Embed 'Book › Section' before each chunk's text (default: as before, else off).",
+)
+@click.option("--batch", default=256, show_default=True, help="Chunks per batch.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def embed(
+    ctx: click.Context,
+    embedder: str | None,
+    context_header: bool | None,
+    batch: int,
+    as_json: bool,
+) -> None:
+    """Embed the chunks that have no vector yet (current derivations), then update the index."""
+    lib = library(ctx)
+    show = not as_json and err_console().is_terminal
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console(),
+        transient=True,
+        disable=not show,
+    )
+    with progress:
+        task = progress.add_task("embedding", total=None)
+
+        def report(_phase: str, done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        result = lib.embed(
+            embedder, context_header=context_header, batch_size=batch, progress=report
+        )
+    if as_json:
+        print_json(result.to_json())
+        return
+    e = result.embedding
+    rate = result.to_json()["chunks_per_second"]
+    console().print(
+        f"embedded {result.embedded} chunk(s) with {e.embedder_id}"
+        + (" + context header" if e.context_header else "")
+        + f" in {result.seconds:.2f} s"
+        + (f" ({rate:,.0f} chunks/s in the embedder)" if rate else "")
+        + f"; {e.vectors} vectors for {result.total} current chunks",
+        highlight=False,
+    )
+    if result.index is not None:
+        _print_index(result.index)
+
+
+def _print_index(info: Any) -> None:
+    console().print(
+        f"index {info.status}: {info.kind}, {info.count} vectors × {info.dim} "
+        f"({info.embedder}) in {info.seconds:.2f} s → {info.path or 'memory only'}",
+        highlight=False,
+    )
+
+
+@click.command()
+@click.option("--rebuild", is_flag=True, help="Rebuild from the stored vectors.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def index(ctx: click.Context, rebuild: bool, as_json: bool) -> None:
+    """Check the vector index against the database; repair or rebuild it when they differ."""
+    info = library(ctx).index(rebuild=rebuild)
+    if as_json:
+        print_json(info.to_json())
+    else:
+        _print_index(info)
+
+
+_SNIPPET = 240
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _snippet_text(hit: Any) -> Text:
+    """The hit's source text around its first match, matched words highlighted."""
+    loc = hit.locator
+    chunk = loc.highlight
+    spans = [
+        (m.source_start - loc.source_start, m.source_end - loc.source_start) for m in hit.matches
+    ]
+    anchor = spans[0][0] if spans else 0
+    lo = max(0, anchor - _SNIPPET // 3)
+    hi = min(len(chunk), lo + _SNIPPET)
+    lo = max(0, hi - _SNIPPET)
+    out = Text("…" if lo > 0 else "")
+    pos = lo
+    for a, b in spans:
+        a, b = max(a, lo), min(b, hi)
+        if b <= a or a < pos:
+            continue
+        out.append(_flat_keep_edges(chunk[pos:a]))
+        out.append(_flat(chunk[a:b]), style="bold black on yellow")
+        pos = b
+    out.append(_flat_keep_edges(chunk[pos:hi]))
+    if hi < len(chunk):
+        out.append("…")
+    return out
+
+
+def _flat_keep_edges(text: str) -> str:
+    """Whitespace runs → one space, keeping a space at either edge."""
+    if not text:
+        return ""
+    core = _flat(text)
+    lead = " " if text[0].isspace() and core else ""
+    trail = " " if text[-1].isspace() else ""
+    return lead + core + trail if core else (" " if text.isspace() else "")
+
+
+def _place_of(loc: Any) -> str:
+    if loc.cfi is not None:
+        return loc.cfi
+    if loc.fragment is not None:
+        return loc.fragment
+    return f"source [{loc.source_start}, {loc.source_end})"
+
+
+@click.command()
+@click.argument("query")
+@click.option("--book", help="Only this book (id, id prefix or title).")
+@click.option("--section", type=int, help="Only this section of the book (its number).")
+@click.option("--k", "k", default=10, show_default=True, help="Number of hits.")
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "vector", "lexical"]),
+    default="hybrid",
+    show_default=True,
+    help="Fused ranks, vectors alone, or full-text search alone.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def search(
+    ctx: click.Context,
+    query: str,
+    book: str | None,
+    section: int | None,
+    k: int,
+    mode: str,
+    as_json: bool,
+) -> None:
+    """Search the library; every hit comes with its exact place."""
+    result = library(ctx).search(query, k=k, mode=mode, book=book, section=section)
+    if as_json:
+        print_json(result.to_json())
+        return
+    for warning in result.warnings:
+        click.echo(f"mindory: warning: {warning}", err=True)
+    if not result.hits:
+        console().print("no hits")
+        return
+    for hit in result.hits:
+        loc = hit.locator
+        why = ", ".join(
+            f"{mode_name} #{s.rank}" for mode_name, s in hit.scores.items() if s is not None
+        )
+        head = Text(f"{hit.rank:>2}. ", style="bold")
+        head.append(hit.book_title, style="bold")
+        if hit.section_title and hit.section_title != hit.book_title:
+            head.append(f" › {hit.section_title}")
+        head.append(f"   {hit.score:.4f} ({why})", style="dim")
+        console().print(head)
+        where = f"    §{hit.section}  {_place_of(loc)}"
+        if loc.blocks is not None:
+            where += f"  block {loc.blocks.first}–{loc.blocks.last}, page {loc.blocks.page}"
+        console().print(where, style="cyan", highlight=False, markup=False)
+        console().print(Text("    ").append(_snippet_text(hit)))
+    timing = result.timings.get("total", 0.0)
+    console().print(f"{len(result.hits)} hit(s) in {timing:.1f} ms ({result.mode})", style="dim")
+
+
+@click.command()
+@click.argument("book")
+@click.option("--cfi", help="An EPUB CFI (a point, or a range: its start).")
+@click.option("--section", type=int, help="A section number (with --offset).")
+@click.option("--offset", type=int, help="A position in the section's source text.")
+@click.option("--utf16", is_flag=True, help="--offset counts UTF-16 units, not code points.")
+@click.option("--chunk", "chunk", help="Print the Locator of this chunk (id or prefix).")
+@click.option("--page-size", default=20, show_default=True, help="Render blocks per page.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def locate(
+    ctx: click.Context,
+    book: str,
+    cfi: str | None,
+    section: int | None,
+    offset: int | None,
+    utf16: bool,
+    chunk: str | None,
+    page_size: int,
+    as_json: bool,
+) -> None:
+    """Where a place is: a CFI or a section offset → section, block, page, chunks.
+
+    With --chunk, the full Locator (Readium + W3C selectors) of one chunk.
+    """
+    lib = library(ctx)
+    if chunk is not None:
+        loc = lib.locate_chunk(book, chunk, page_size=page_size)
+        if as_json:
+            print_json(loc.to_json())
+            return
+        console().print(
+            f"[bold]{escape(loc.title)}[/bold]  §{loc.section}  {escape(_place_of(loc))}",
+            highlight=False,
+        )
+        console().print(
+            f"source [{loc.source_start}, {loc.source_end}) · UTF-16 [{loc.utf16_start}, "
+            f"{loc.utf16_end}) · normalized [{loc.normalized_start}, {loc.normalized_end}) · "
+            f"position {loc.position} · progression {loc.progression:.3f}",
+            highlight=False,
+        )
+        console().print(_flat(loc.highlight)[:300], highlight=False, markup=False)
+        return
+    if cfi is None and (section is None or offset is None):
+        raise click.UsageError("give --cfi, or --section and --offset (or --chunk)")
+    result = lib.locate(
+        book, cfi=cfi, section=section, offset=offset, utf16=utf16, page_size=page_size
+    )
+    if as_json:
+        print_json(result.to_json())
+        return
+    pos = result.position
+    locs = pos["locations"]
+    console().print(
+        f"[bold]{escape(result.title)}[/bold] › {escape(pos['title'])}  (§{pos['section']})",
+        highlight=False,
+    )
+    src = pos["source"]
+    line = (
+        f"source {src['position']} · UTF-16 {src['utf16Position']}"
+        + (f" · byte {src['bytePosition']}" if "bytePosition" in src else "")
+        + f" · normalized {pos['normalized']['position']}"
+        + f" · block {pos['block']} (page {pos['page']} of {pos['pageSize']}-block pages)"
+        + f" · position {locs['position']}"
+    )
+    console().print(line, highlight=False)
+    if "cfi" in locs:
+        console().print(f"cfi {locs['cfi']}", highlight=False, markup=False)
+    for fragment in locs.get("fragments", []):
+        console().print(fragment, highlight=False, markup=False)
+    table = Table("chunk", "#", "source", "UTF-16", title="chunks containing it")
+    for c in result.chunks:
+        table.add_row(
+            c.id[:12],
+            str(c.index),
+            f"{c.source_start}–{c.source_end}",
+            f"{c.utf16_start}–{c.utf16_end}",
+        )
+    console().print(table)
+
+
+@click.command("eval")
+@click.argument("queries", type=click.Path(path_type=Path))
+@click.option("--k", "k", default=10, show_default=True, help="MRR counts ranks up to k.")
+@click.option(
+    "--mode",
+    "modes",
+    multiple=True,
+    type=click.Choice(["hybrid", "vector", "lexical"]),
+    help="Modes to evaluate (repeat; default: all three).",
+)
+@click.option("--details", is_flag=True, help="Show each query's ranks.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def eval_(
+    ctx: click.Context,
+    queries: Path,
+    k: int,
+    modes: Sequence[str],
+    details: bool,
+    as_json: bool,
+) -> None:
+    """Retrieval quality on a query set: recall@1/5/10 and MRR per mode, completeness."""
+    from mindory.search.evaluation import evaluate, load_queries
+    from mindory.search.fusion import MODES
+
+    report = evaluate(library(ctx), load_queries(queries), k=k, modes=tuple(modes) or MODES)
+    if as_json:
+        print_json(report.to_json())
+        return
+    for problem in report.missing:
+        click.echo(f"mindory: warning: {problem}", err=True)
+    table = Table("group", "mode", "n", "R@1", "R@5", "R@10", f"MRR@{k}", title=str(queries))
+    for name, metrics in report.groups.items():
+        for mode_name, m in metrics.items():
+            table.add_row(
+                name,
+                mode_name,
+                str(m.n),
+                f"{m.recall[1]:.3f}",
+                f"{m.recall[5]:.3f}",
+                f"{m.recall[10]:.3f}",
+                f"{m.mrr:.3f}",
+            )
+        table.add_section()
+    console().print(table)
+    console().print(
+        f"answer completeness: {report.completeness:.3f} of the answers lie entirely "
+        "inside one chunk",
+        highlight=False,
+    )
+    if details:
+        rows = Table("line", "query", *report.modes, "complete")
+        for o in report.outcomes:
+            rows.add_row(
+                str(o.query.line),
+                o.query.query[:60],
+                *(str(o.ranks[m] or "—") for m in report.modes),
+                "yes" if o.complete else "no",
+            )
+        console().print(rows)

@@ -1,0 +1,310 @@
+"""What every request passes before a route runs, and how errors leave: the host and
+origin checks, the bearer token, the body limits, and the one JSON error shape
+(``{"error": ..., "detail": ...}``) with its status per mindory error."""
+
+import hmac
+import importlib.metadata
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import (
+    FastAPI,
+    Request,
+    Response,
+)
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mindory.errors import BookFormatError, DecodeError, LimitError, MindoryError, NotFoundError
+from mindory.server.jobs import ShuttingDown
+
+MiB = 1024 * 1024
+DEFAULT_MAX_UPLOAD_BYTES = 256 * MiB
+MULTIPART_SLACK_BYTES = 1 * MiB  # the multipart envelope around the file
+MAX_JSON_BODY_BYTES = 1 * MiB
+MAX_FOLDER_LISTING = 10_000
+ARCHIVE_CACHE_BOOKS = 8
+ARCHIVE_CACHE_BYTES = 512 * MiB
+TOKEN_COOKIE = "mindory_token"
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+# Served without a token: the reader page's own files and the API description
+# hold no library data (the page asks for the token and sends it).
+PUBLIC_PATHS = frozenset({"/", "/favicon.ico", "/openapi.json", "/docs", "/docs/oauth2-redirect"})
+PUBLIC_PREFIXES = ("/static/", "/docs-assets/")
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+INDEX_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; font-src 'self' data:; frame-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'self'"
+)
+# EPUB content is untrusted: no scripts, no plugins, no navigation of the reader
+# (``sandbox`` without allow-scripts), yet same-origin so the reader can walk its DOM.
+RESOURCE_CSP = (
+    "sandbox allow-same-origin; default-src 'self' data: blob:; script-src 'none'; "
+    "style-src 'self' 'unsafe-inline' data:; object-src 'none'; base-uri 'self'; "
+    "form-action 'none'; frame-ancestors 'self'"
+)
+
+try:
+    VERSION = importlib.metadata.version("mindory")
+except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running from a bare tree
+    VERSION = "0.0.0"
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and localhost (what `mindory serve` binds without a token)."""
+    import ipaddress
+
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def status_of(exc: MindoryError) -> int:
+    if isinstance(exc, ShuttingDown):
+        return 503
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, LimitError):
+        return 413
+    if isinstance(exc, BookFormatError | DecodeError):
+        return 422
+    return 400
+
+
+def error_response(
+    status: int, message: str, detail: Any = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"error": message, "detail": detail}, status_code=status, headers=headers)
+
+
+class HTTPError(StarletteHTTPException):
+    """An HTTP error with a one-line message and structured detail."""
+
+    def __init__(self, status: int, message: str, detail: Any = None) -> None:
+        super().__init__(status_code=status, detail=message)
+        self.extra = detail
+
+
+def allowed_methods(request: Request) -> list[str]:
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    routes = getattr(request.app.state, "method_routes", None) or request.app.router.routes
+    for route in routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(MindoryError)
+    async def _mindory(_request: Request, exc: MindoryError) -> JSONResponse:
+        text = str(exc).strip().splitlines()
+        return error_response(
+            status_of(exc),
+            text[0] if text else type(exc).__name__,
+            {"kind": type(exc).__name__},
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            {
+                "loc": [str(part) for part in e.get("loc", ())],
+                "msg": str(e.get("msg", "")),
+                "type": str(e.get("type", "")),
+            }
+            for e in exc.errors()
+        ]
+        first = problems[0] if problems else None
+        where = ".".join(first["loc"]) if first else "request"
+        message = f"invalid {where}: {first['msg']}" if first else "invalid request"
+        return error_response(422, message, problems)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route with this path only.
+            headers["Allow"] = ", ".join(allowed_methods(request))
+        detail = getattr(exc, "extra", None)
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 413 and message == "Content Too Large":
+            message = "the request body is over the size limit"
+        return error_response(exc.status_code, message, detail, headers or None)
+
+    @app.exception_handler(SQLAlchemyError)
+    async def _database(_request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        busy = isinstance(exc, OperationalError) and "locked" in str(exc).lower()
+        message = "the library is busy; try again" if busy else "the library database failed"
+        return error_response(503, message, {"kind": type(exc).__name__}, {"Retry-After": "2"})
+
+
+# --------------------------------------------------------------------------- guard
+
+
+def host_name(host_header: str) -> str:
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class Guard:
+    """Host check (loopback without a token), cross-origin write check, bearer token,
+    and a few security headers on every response."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        allowed_hosts: frozenset[str] | None,
+    ) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+        self.allowed_hosts = allowed_hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                out = MutableHeaders(scope=message)
+                out.setdefault("X-Content-Type-Options", "nosniff")
+                out.setdefault("Referrer-Policy", "no-referrer")
+                out.setdefault("X-Frame-Options", "SAMEORIGIN")
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    def _refusal(self, scope: Scope, headers: Headers) -> Response | None:
+        host = headers.get("host", "")
+        if self.allowed_hosts is not None and host_name(host) not in self.allowed_hosts:
+            return error_response(
+                400,
+                f"host {host!r} is not served: this server answers loopback names only "
+                "(set MINDORY_TOKEN to serve other hosts)",
+            )
+        method = scope.get("method", "GET")
+        origin = headers.get("origin")
+        if method not in SAFE_METHODS and origin:
+            if origin == "null":
+                return error_response(403, f"{method} from an opaque origin refused")
+            if urlsplit(origin).netloc.lower() != host.lower():
+                return error_response(403, f"cross-origin {method} from {origin!r} refused")
+        if self.token is None:
+            return None
+        path: str = scope.get("path", "/")
+        if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
+            return None
+        if self._authorized(headers):
+            return None
+        return error_response(
+            401,
+            "missing or wrong bearer token (send Authorization: Bearer <MINDORY_TOKEN>)",
+            headers={"WWW-Authenticate": 'Bearer realm="mindory"'},
+        )
+
+    def _authorized(self, headers: Headers) -> bool:
+        assert self.token is not None
+        given: list[bytes] = []
+        auth = headers.get("authorization", "")
+        scheme, _, value = auth.partition(" ")
+        if scheme.lower() == "bearer" and value.strip():
+            given.append(value.strip().encode("utf-8", "surrogateescape"))
+        for part in headers.get("cookie", "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == TOKEN_COOKIE and value:
+                given.append(value.encode("utf-8", "surrogateescape"))
+        ok = False
+        for candidate in given:
+            ok |= hmac.compare_digest(candidate, self.token)
+        return ok
+
+
+class BodyTooLarge(StarletteHTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            status_code=413, detail=f"the request body is over the limit of {limit:,} bytes"
+        )
+        self.extra = {"kind": "LimitError", "limit": limit}
+
+
+class BodyLimit:
+    """Refuse request bodies over a limit while they stream in (413): the upload route
+    gets ``upload_limit``, every other route ``other_limit``. A declared Content-Length
+    over the limit is refused before a byte is read."""
+
+    def __init__(self, app: ASGIApp, *, upload_limit: int, other_limit: int) -> None:
+        self.app = app
+        self.upload_limit = upload_limit
+        self.other_limit = other_limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        upload = scope.get("method") == "POST" and scope.get("path", "").rstrip("/") == "/books"
+        limit = self.upload_limit if upload else self.other_limit
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._refuse(limit)(scope, receive, send)
+            return
+        seen = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except BodyTooLarge:
+            if started:
+                raise
+            await self._refuse(limit)(scope, receive, send)
+
+    @staticmethod
+    def _refuse(limit: int) -> Response:
+        return error_response(
+            413,
+            f"the request body is over the limit of {limit:,} bytes",
+            {"kind": "LimitError", "limit": limit},
+            {"Connection": "close"},
+        )

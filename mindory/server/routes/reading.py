@@ -1,0 +1,148 @@
+"""Routes for reading and finding: sections, render blocks, chunks, search and locate."""
+
+from typing import Annotated, Any, Literal
+
+from fastapi import (
+    APIRouter,
+    Query,
+)
+
+from mindory.server.guard import HTTPError
+from mindory.server.params import MAX_SEARCH_K, BookRef, Fingerprint, SectionNo, ServerContext
+from mindory.server.shapes import (
+    BlockPageOut,
+    ChunkPageOut,
+    LocateOut,
+    LocatorOut,
+    SearchOut,
+    SectionDetailOut,
+    SectionOut,
+)
+
+
+def add_routes(api: APIRouter, ctx: ServerContext) -> None:
+    """Add these routes to ``api`` (the order of registration is the order of matching)."""
+    lib = ctx.lib
+
+    # ------------------------------------------------------------------ reading
+
+    @api.get("/books/{book}/sections", response_model=list[SectionOut], tags=["reading"])
+    def list_sections(book: BookRef, fingerprint: Fingerprint = None) -> list[dict[str, Any]]:
+        """The book's sections (spine items / chapters) without their texts."""
+        return [s.to_json() for s in lib.sections(book, fingerprint=fingerprint)]
+
+    @api.get("/books/{book}/sections/{n}", response_model=SectionDetailOut, tags=["reading"])
+    def get_section(book: BookRef, n: SectionNo, fingerprint: Fingerprint = None) -> dict[str, Any]:
+        """One section: source text (exactly what a DOM holds / the decoded file slice),
+        normalized text, offset map, href and title."""
+        return lib.section(book, n, fingerprint=fingerprint).to_json()
+
+    @api.get("/books/{book}/sections/{n}/blocks", response_model=BlockPageOut, tags=["reading"])
+    def get_blocks(
+        book: BookRef,
+        n: SectionNo,
+        page: Annotated[int, Query(ge=1, le=1_000_000, description="From 1.")] = 1,
+        page_size: Annotated[int, Query(ge=1, le=1000)] = 50,
+        fingerprint: Fingerprint = None,
+    ) -> dict[str, Any]:
+        """One page of a section's render blocks (`mindory blocks --json`)."""
+        return lib.blocks(book, n, page, page_size, fingerprint=fingerprint).to_json()
+
+    @api.get(
+        "/books/{book}/chunks",
+        response_model=ChunkPageOut,
+        response_model_exclude_unset=True,
+        tags=["reading"],
+    )
+    def get_chunks(
+        book: BookRef,
+        section: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
+        offset: Annotated[int, Query(ge=0, le=1_000_000_000, description="Skip this many.")] = 0,
+        limit: Annotated[int, Query(ge=1, le=5000)] = 200,
+        fingerprint: Fingerprint = None,
+    ) -> dict[str, Any]:
+        """Chunks in reading order with exact spans, and CFIs for EPUB
+        (`mindory chunks --json`)."""
+        info = lib.book(book)
+        items = lib.chunks(
+            info.id,
+            section=section,
+            fingerprint=fingerprint,
+            offset=offset,
+            limit=limit,
+            with_cfi=True,
+        )
+        current = info.current
+        return {
+            "book": info.id,
+            "fingerprint": fingerprint or (current.fingerprint if current else None),
+            "chunks": [c.to_json() for c in items],
+        }
+
+    # ------------------------------------------------------------------ search, locate
+
+    @api.get("/search", response_model=SearchOut, tags=["search"])
+    def search(
+        q: Annotated[str, Query(min_length=1, max_length=2000, description="The query.")],
+        book: Annotated[
+            str | None, Query(min_length=1, max_length=512, description="Only this book.")
+        ] = None,
+        section: Annotated[
+            int | None, Query(ge=0, le=1_000_000, description="Only this section (needs book).")
+        ] = None,
+        k: Annotated[int, Query(ge=1, le=MAX_SEARCH_K, description="Number of hits.")] = 10,
+        mode: Annotated[
+            Literal["hybrid", "lexical", "vector"],
+            Query(description="Fused ranks (default), full-text alone, or vectors alone."),
+        ] = "hybrid",
+        page_size: Annotated[int, Query(ge=1, le=1000, description="Blocks per page.")] = 20,
+    ) -> dict[str, Any]:
+        """Search the library; every hit is a chunk with its Locator and the source spans
+        of the query's words in it (`mindory search --json`)."""
+        return lib.search(
+            q, k=k, mode=mode, book=book, section=section, page_size=page_size
+        ).to_json()
+
+    @api.get(
+        "/books/{book}/locate",
+        response_model=LocateOut | LocatorOut,
+        response_model_exclude_unset=True,
+        tags=["search"],
+    )
+    def locate(
+        book: BookRef,
+        cfi: Annotated[
+            str | None, Query(min_length=1, max_length=8192, description="An EPUB CFI.")
+        ] = None,
+        section: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
+        offset: Annotated[
+            int | None,
+            Query(ge=0, le=10**12, description="From the start of the section's source text."),
+        ] = None,
+        unit: Annotated[
+            Literal["codepoint", "utf16"], Query(description="What `offset` counts.")
+        ] = "codepoint",
+        chunk: Annotated[
+            str | None, Query(min_length=1, max_length=64, description="A chunk id or prefix.")
+        ] = None,
+        page_size: Annotated[int, Query(ge=1, le=1000, description="Blocks per page.")] = 20,
+    ) -> dict[str, Any]:
+        """Where a place is (`mindory locate --json`): a CFI, or a section and an offset
+        in its source text → section, block, page, both CFIs or the `char=` fragment, and
+        the chunks containing it. With `chunk`: that chunk's Locator instead."""
+        if chunk is not None:
+            if cfi is not None or section is not None or offset is not None:
+                raise HTTPError(422, "give a chunk, or a CFI, or a section and an offset")
+            return lib.locate_chunk(book, chunk, page_size=page_size).to_json()
+        if (cfi is None) == (section is None or offset is None) or (
+            cfi is not None and (section is not None or offset is not None)
+        ):
+            raise HTTPError(422, "give a CFI, or a section and an offset (or a chunk)")
+        return lib.locate(
+            book,
+            cfi=cfi,
+            section=section,
+            offset=offset,
+            utf16=unit == "utf16",
+            page_size=page_size,
+        ).to_json()
