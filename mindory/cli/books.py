@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.progress import (
@@ -33,14 +34,9 @@ from mindory.cli.common import (
     snippet,
 )
 from mindory.errors import MindoryError
-from mindory.library import (
-    ImportFailure,
-    ImportResult,
-    ProgressFn,
-    TocNode,
-    book_files_in,
-    resolve_url,
-)
+
+if TYPE_CHECKING:
+    from mindory.library import ImportFailure, ImportResult, ProgressFn, TocNode
 
 
 @contextmanager
@@ -141,6 +137,8 @@ def import_(
     missing = [p for p in paths if not p.exists()]
     if missing:
         raise MindoryError("no such file or folder", path=str(missing[0]))
+    from mindory.library import ImportFailure, book_files_in
+
     files = book_files_in(paths)
     if replaces is not None and len(files) != 1:
         raise click.UsageError(f"--replaces takes one file, not {len(files)}")
@@ -442,5 +440,7 @@ def delete(ctx: click.Context, book: str, as_json: bool) -> None:
 def where() -> None:
     """Print which library the other commands use."""
     ctx = click.get_current_context()
+    from mindory.library import resolve_url
+
     url, path = resolve_url(ctx.find_root().obj.get("db"))
     click.echo(str(path) if path is not None else make_url(url).render_as_string())

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sqlalchemy import delete, func, select
 
 from mindory.errors import MindoryError, NotFoundError
 from mindory.library.state import State
+
+if TYPE_CHECKING:
+    from mindory.library.resources import Resource
 from mindory.store.models import (
     BlockRow,
     BookFileRow,
@@ -32,8 +37,6 @@ from mindory.store.records import (
     SectionInfo,
     TocNode,
 )
-from mindory.store.vectors import current_embedding_state
-from mindory.text.offsets import OffsetMap
 
 
 def books(st: State) -> list[BookInfo]:
@@ -136,6 +139,8 @@ def sections(st: State, ref: str, *, fingerprint: str | None = None) -> list[Sec
 
 def section(st: State, ref: str, ordinal: int, *, fingerprint: str | None = None) -> SectionDetail:
     """One section with its source text, normalized text and offset map."""
+    from mindory.text.offsets import OffsetMap  # numpy: not for commands that list books
+
     with st.read() as s:
         row = resolve_book(s, ref)
         derivation = get_derivation(s, row, fingerprint)
@@ -265,8 +270,20 @@ def delete_book(st: State, ref: str) -> BookInfo:
     # Its chunks' vectors went with it (cascade); take them out of the index too.
     path = st.index_path
     if st.vectors.loaded is not None or (path is not None and path.exists()):
+        from mindory.store.vectors import current_embedding_state
+
         with st.engine.connect() as conn:
             embedding = current_embedding_state(conn)
             if embedding is not None:
                 st.vectors.ensure(conn, embedding)
     return info
+
+
+def resource(st: State, ref: str, href: str) -> Resource:
+    """A member of an EPUB book by its ZIP path (names leaving the book refused first)."""
+    from mindory.library.resources import member_name, read_resource
+
+    member_name(href)
+    info = book(st, ref)
+    item = st.resources.get(info, lambda: book_file(st, info.id), lambda: sections(st, info.id))
+    return read_resource(item, href)

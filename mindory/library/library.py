@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from mindory.library.records import EMBED_BATCH
 from mindory.library.state import State
 from mindory.reading.highlights import UNSET
-from mindory.reading.locate import DEFAULT_PAGE_SIZE
+from mindory.reading.units import DEFAULT_PAGE_SIZE
 from mindory.store.engine import DEFAULT_BUSY_TIMEOUT_MS, open_engine
 
 if TYPE_CHECKING:
@@ -121,9 +121,9 @@ class Library:
 
     def resource(self, ref: str, href: str) -> Resource:
         """A member of an EPUB book by its ZIP path, with its media type and an ETag."""
-        from mindory.library import resources
+        from mindory.library import catalogue
 
-        return resources.resource(self.state, ref, href)
+        return catalogue.resource(self.state, ref, href)
 
     # ------------------------------------------------------------------ search
 

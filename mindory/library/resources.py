@@ -10,6 +10,7 @@ import mimetypes
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,9 +20,9 @@ from mindory.importers.epub import read_package
 from mindory.importers.epub_safety import ZIP_READ_ERRORS, CheckedArchive, open_checked, read_member
 
 if TYPE_CHECKING:
-    from mindory.library.state import State
+    from mindory.store.records import BookInfo, SectionInfo
 
-__all__ = ["Resource", "Resources", "member_name"]
+__all__ = ["Resource", "Resources", "member_name", "read_resource"]
 
 MiB = 1024 * 1024
 ARCHIVE_CACHE_BOOKS = 8
@@ -101,10 +102,13 @@ class Resources:
         self._lock = threading.Lock()
         self._items: OrderedDict[str, _Archive] = OrderedDict()
 
-    def get(self, st: State, ref: str) -> _Archive:
-        from mindory.library import catalogue
-
-        info = catalogue.book(st, ref)
+    def get(
+        self,
+        info: BookInfo,
+        read_file: Callable[[], bytes],
+        sections: Callable[[], Sequence[SectionInfo]],
+    ) -> _Archive:
+        """The open archive of the book ``info`` (read with ``read_file`` when not open)."""
         if info.format != "epub":
             raise NotFoundError(
                 f"{info.title!r} is a plain-text book and has no resources; "
@@ -115,7 +119,7 @@ class Resources:
             if found is not None:
                 self._items.move_to_end(info.id)
                 return found
-        data = catalogue.book_file(st, info.id)
+        data = read_file()
         archive = open_checked(data, info.file_name)
         types: dict[str, str] = {}
         with contextlib.suppress(MindoryError):
@@ -123,7 +127,7 @@ class Resources:
             for entry in pkg.manifest.values():
                 if entry.path and entry.media_type:
                     types[entry.path] = entry.media_type
-        for sec in catalogue.sections(st, info.id):
+        for sec in sections():
             if sec.href and sec.parser == "html":
                 types[sec.href] = "text/html"  # served as the browser parsed it on import
             elif sec.href and sec.parser == "xml" and types.get(sec.href) == "text/html":
@@ -184,9 +188,3 @@ def _is_utf8(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
-
-
-def resource(st: State, ref: str, href: str) -> Resource:
-    """A member of an EPUB book by its ZIP path (names leaving the book refused first)."""
-    member_name(href)
-    return read_resource(st.resources.get(st, ref), href)

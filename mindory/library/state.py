@@ -21,7 +21,6 @@ from sqlalchemy.orm import Session
 
 from mindory.store.engine import DEFAULT_BUSY_TIMEOUT_MS, make_engine
 from mindory.store.models import FTS_TABLE
-from mindory.store.places import PlaceCache, Places
 from mindory.store.queries import read_book_file
 
 if TYPE_CHECKING:
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from mindory.search.embedders import Embedder
     from mindory.search.pipeline import SearchServices
     from mindory.search.vectors import VectorStore
+    from mindory.store.places import PlaceCache, Places
 
 WRITE_BATCH = 1000  # chunk rows per INSERT batch (one progress report each)
 
@@ -52,7 +52,7 @@ class State:
         self.busy_timeout_ms = busy_timeout_ms
         self.lock = threading.RLock()
         self.embedders: dict[str, Embedder] = {}
-        self.places = PlaceCache()
+        self._places: PlaceCache | None = None
         self.texts = TextCache()
         self._vectors: VectorStore | None = None
         self._resources: Resources | None = None
@@ -98,8 +98,20 @@ class State:
         with Session(self.aux_engine(), expire_on_commit=False) as s:
             return read_book_file(s, sha)
 
+    @property
+    def places(self) -> PlaceCache:
+        """Section places kept across calls (made on first use)."""
+        with self.lock:
+            if self._places is None:
+                from mindory.store.places import PlaceCache
+
+                self._places = PlaceCache()
+            return self._places
+
     def places_for(self, conn: Connection) -> Places:
         """Section places for one call on ``conn``, through the shared cache."""
+        from mindory.store.places import Places
+
         return Places(self.places, conn, self.read_book)
 
     def has_fts(self, conn: Connection | None = None) -> bool:

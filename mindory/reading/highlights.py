@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from mindory.errors import MindoryError
-from mindory.reading.locate import CFI_CONFORMS_TO, RFC5147_CONFORMS_TO
+from mindory.reading.units import CFI_CONFORMS_TO, RFC5147_CONFORMS_TO
 
 __all__ = [
     "ANNOTATION_CONTEXT",

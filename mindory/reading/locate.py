@@ -71,6 +71,14 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 
 from mindory.importers.cfi import EPUBJS, SPEC, CfiDocument, CfiError, parse_cfi
+from mindory.reading.units import (
+    CFI_CONFORMS_TO,
+    CONTEXT_CHARS,
+    DEFAULT_PAGE_SIZE,
+    POSITION_CHARS,
+    QUOTE_CHARS,
+    RFC5147_CONFORMS_TO,
+)
 from mindory.text.offsets import OffsetMap, Utf16Index
 from mindory.text.records import Block, Book, Chunk
 
@@ -93,13 +101,6 @@ __all__ = [
     "resolve_cfi",
 ]
 
-CONTEXT_CHARS = 64  # text.before / text.after, code points
-QUOTE_CHARS = 32  # TextQuoteSelector prefix / suffix, code points
-POSITION_CHARS = 1024  # Readium: one position per 1024 characters of a resource
-DEFAULT_PAGE_SIZE = 20  # render blocks per page
-
-CFI_CONFORMS_TO = "http://www.idpf.org/epub/linking/cfi/epub-cfi.html"
-RFC5147_CONFORMS_TO = "http://tools.ietf.org/rfc/rfc5147"
 
 FORMATS = ("txt", "epub")
 

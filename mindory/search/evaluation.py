@@ -33,14 +33,39 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mindory.errors import MindoryError, NotFoundError
 from mindory.search.fusion import MODES, RRF_K
 
 if TYPE_CHECKING:
-    from mindory.library import Library, SectionDetail
-    from mindory.search.hits import Hit
+    from mindory.search.hits import Hit, SearchResult
+    from mindory.store.records import BookInfo, ChunkInfo, SectionDetail, SectionInfo
+
+
+class Library(Protocol):
+    """What an evaluation asks of a library (:class:`mindory.library.Library` is one)."""
+
+    def books(self) -> list[BookInfo]: ...
+
+    def book(self, ref: str) -> BookInfo: ...
+
+    def sections(self, ref: str) -> list[SectionInfo]: ...
+
+    def section(self, ref: str, ordinal: int) -> SectionDetail: ...
+
+    def chunks(self, ref: str, *, section: int | None = None) -> list[ChunkInfo]: ...
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        mode: str = "hybrid",
+        weights: Mapping[str, float] | None = None,
+        rrf_k: int | None = None,
+    ) -> SearchResult: ...
+
 
 __all__ = [
     "AnswerPlace",

@@ -7,9 +7,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from mindory.text.offsets import OffsetMap
+if TYPE_CHECKING:
+    from mindory.text.offsets import OffsetMap
 
 
 def iso(moment: datetime | None) -> str | None:
