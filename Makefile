@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_epub.py
 	$(PY) bench/bench_import.py
 	$(PY) bench/bench_search.py
+	$(PY) bench/bench_startup.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -77,7 +77,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "serve": (
         "mindory.server.serve",
         "serve",
-        "Serve the HTTP API and the reader page (see docs/api.md).",
+        "Serve the library over HTTP: the JSON API, its docs at /docs, a reader at /.",
     ),
     "show": (
         "mindory.cli.books",

@@ -23,9 +23,11 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from mindory.text.offsets import OffsetMap, UnicodeForm
+if TYPE_CHECKING:
+    from mindory.text.offsets import OffsetMap, UnicodeForm
+
 
 # Kinds of render block.
 PARAGRAPH = "paragraph"
