@@ -367,13 +367,13 @@ def map_error(a: Any, n: Any, b: Any, m: Any, norm_len: int, source_len: int) ->
 # ------------------------------------------------------------ window chunker
 @njit(cache=True)
 def _chunk_ws(c: int) -> bool:
-    """``chunking._WS``: characters a chunk never starts or ends with."""
+    """``windows._WS``: characters a chunk never starts or ends with."""
     return c == 32 or (c >= 9 and c <= 13) or c == 0x3000 or c == 0xA0
 
 
 @njit(cache=True)
 def _simple(c: int) -> bool:
-    """Same ranges as ``chunking._simple``: never joins a grapheme cluster."""
+    """Same ranges as ``windows._simple``: never joins a grapheme cluster."""
     return (
         c < 0x300
         or (c >= 0x370 and c <= 0x482)
@@ -439,7 +439,7 @@ def _cjk_closer(c: int) -> bool:
 
 @njit(cache=True)
 def _sentence_cut(codes: Any, lo: int, hi: int, ascii_only: bool) -> int:
-    """``chunking._sentence_cut`` without the regex engine: the greedy ``.*``
+    """``windows._sentence_cut`` without the regex engine: the greedy ``.*``
     backtracks from the end, so the answer is the last ender whose match fits."""
     n = len(codes)
     endpos = hi + 1
@@ -485,7 +485,7 @@ _BAIL = -2
 
 @njit(cache=True)
 def _cut(codes: Any, s: int, hard_end: int, ascii_only: bool) -> int:
-    """``chunking._cut``; ``_BAIL`` where the answer needs full grapheme segmentation."""
+    """``windows._cut``; ``_BAIL`` where the answer needs full grapheme segmentation."""
     n = len(codes)
     lo = s + (hard_end - s) // 2
     # The last paragraph break, else the last line break: one backward scan.
@@ -530,7 +530,7 @@ def window_run(
     ends: Any,
     count: int,
 ) -> Any:
-    """Run the window chunker from ``s`` (see ``chunking.window_spans``).
+    """Run the window chunker from ``s`` (see ``windows.window_spans``).
 
     Appends spans to ``starts``/``ends`` from ``count`` on. Returns
     ``(count, s, status)``: status 0 done; 1 the step at ``s`` needs full

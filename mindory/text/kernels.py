@@ -2,7 +2,7 @@
 
 One room: loops over code-point arrays that numpy cannot express without many
 full-length passes. Each kernel has a pure-Python/numpy reference beside its
-caller (``normalize._clusters_numpy``, ``chunking._window_step``, …); the tests
+caller (``normalize._clusters_numpy``, ``windows._window_step``, …); the tests
 check kernel == reference on generated text, so the output — and every id — is
 the same on either path.
 
