@@ -1,0 +1,1 @@
+"""The revisions, one file each (``0001_…``); Alembic skips this file."""
