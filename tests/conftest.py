@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+# The suite embeds with the hashed embedder (no model to load); the built-in sentence
+# model, the default for users, has tests of its own (tests/search/test_minilm.py).
+os.environ.setdefault("MINDORY_EMBEDDER", "hashed")
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
 CORPUS = ROOT.parent / "shared" / "corpus"

@@ -62,7 +62,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "index": (
         "mindory.cli.search",
         "index",
-        "Check the vector index against the database; repair or rebuild it when they differ.",
+        "Bring the word index and the vector index up to date (repair or rebuild them).",
     ),
     "locate": (
         "mindory.cli.search",

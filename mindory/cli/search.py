@@ -96,16 +96,28 @@ def _print_index(info: Any) -> None:
 
 
 @click.command()
-@click.option("--rebuild", is_flag=True, help="Rebuild from the stored vectors.")
+@click.option(
+    "--rebuild", is_flag=True, help="Analyse every chunk again; rebuild the vectors' index."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def index(ctx: click.Context, rebuild: bool, as_json: bool) -> None:
-    """Check the vector index against the database; repair or rebuild it when they differ."""
-    info = library(ctx).index(rebuild=rebuild)
+    """Bring the word index and the vector index up to date (repair or rebuild them)."""
+    report = library(ctx).reindex(rebuild=rebuild)
     if as_json:
-        print_json(info.to_json())
+        print_json(report.to_json())
+        return
+    w = report.words
+    console().print(
+        f"word index: {w.chunks} chunks, {w.added} analysed now"
+        + (" (rebuilt)" if w.rebuilt else "")
+        + f" in {w.seconds:.2f} s",
+        highlight=False,
+    )
+    if report.vectors is None:
+        console().print("no vectors yet (mindory embed)", highlight=False)
     else:
-        _print_index(info)
+        _print_index(report.vectors)
 
 
 _SNIPPET = 240

@@ -39,6 +39,8 @@ from mindory.store.writes import (
     insert_book,
     insert_chunks,
     insert_normalization,
+    insert_terms,
+    note_analysis,
 )
 from mindory.text.chunking import chunk_book
 from mindory.text.records import Book, Chunk, Settings, walk_toc
@@ -130,6 +132,9 @@ def ingest(
     )
     timings["chunk"] = perf_counter() - t
     report("chunk", 1, 1)
+    t = perf_counter()
+    prepared = replace(prepared, **book_terms(book, chunks))
+    timings["terms"] = perf_counter() - t
 
     t = perf_counter()
     try:
@@ -145,6 +150,18 @@ def ingest(
     timings["write"] = perf_counter() - t
     timings["total"] = perf_counter() - t_start
     return _with_timings(result, timings)
+
+
+def book_terms(book: Book, chunks: Sequence[Chunk]) -> dict[str, Any]:
+    """The word index of a book's chunks: ``terms`` (one string per chunk) and the
+    ``analysis`` fingerprint (:mod:`mindory.search.words`)."""
+    from mindory.search import words
+
+    language = words.language_of(book.language, book.sections[0].normalized_text[:20_000])
+    return {
+        "terms": [" ".join(words.text_terms(c.text, language)) for c in chunks],
+        "analysis": words.fingerprint(),
+    }
 
 
 def _with_timings(result: ImportResult, timings: dict[str, float]) -> ImportResult:
@@ -277,6 +294,9 @@ def store_prepared(
             ]
             insert_chunks(conn, rows)
             report("write", min(lo + step, total_rows), total_rows)
+        if prepared.terms is not None and prepared.analysis is not None:
+            insert_terms(conn, derivation_id, section_ids, chunks, prepared.terms)
+            note_analysis(s, prepared.analysis)
         moved = new_edition(st, s, book, status, replaces)
     report("write", total_rows, total_rows)
     return replace(_result(prepared, status, len(chunks), block_total, toc_count, False), **moved)

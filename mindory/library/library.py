@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         EmbedResult,
         ImportFailure,
         ImportResult,
+        IndexReport,
         LocateResult,
         ProgressFn,
         VerifyReport,
@@ -331,6 +332,18 @@ class Library:
         from mindory.library import vectors
 
         return vectors.index(self.state, rebuild=rebuild)
+
+    def reindex(self, *, rebuild: bool = False) -> IndexReport:
+        """Bring the word index and the vector index up to date (or rebuild both)."""
+        from mindory.library import vectors, wordindex
+        from mindory.library.records import IndexReport
+        from mindory.store.vectors import current_embedding_state
+
+        words = wordindex.update_word_index(self.state, rebuild=rebuild)
+        with self.state.engine.connect() as conn:
+            has_vectors = current_embedding_state(conn) is not None
+        index = vectors.index(self.state, rebuild=rebuild) if has_vectors else None
+        return IndexReport(words, index)
 
     def place(self, ref: str, section: int) -> SectionPlace:
         """What locating needs about one section (current derivation's normalization)."""

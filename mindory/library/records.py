@@ -12,7 +12,17 @@ if TYPE_CHECKING:
     from mindory.search.vectors import IndexInfo
     from mindory.store.records import ChunkInfo, EmbeddingInfo
 
-DEFAULT_EMBEDDER = "hashed"  # the built-in offline embedder (mindory.search.embedders)
+DEFAULT_EMBEDDER = "minilm"  # all-MiniLM-L6-v2 on ONNX Runtime, carried by a wheel
+
+
+def default_embedder() -> str:
+    """The embedder of a first ``mindory embed``: ``MINDORY_EMBEDDER`` when set (the
+    test suite sets ``hashed``, which needs no model), else :data:`DEFAULT_EMBEDDER`."""
+    import os
+
+    return os.environ.get("MINDORY_EMBEDDER", "").strip() or DEFAULT_EMBEDDER
+
+
 EMBED_BATCH = 256  # chunks per embed call and per vector-writing transaction
 
 ImportStatus = Literal["created", "unchanged", "rederived"]
@@ -144,3 +154,37 @@ class VerifyReport:
             "problems": list(self.problems),
             "truncated": self.truncated,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class WordIndexInfo:
+    """The word index after :func:`update_word_index`: its analysis and what was done."""
+
+    analysis: str
+    chunks: int  # chunks of current derivations, all with terms now
+    added: int  # chunks given terms by this call
+    rebuilt: bool
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "analysis": self.analysis,
+            "chunks": self.chunks,
+            "added": self.added,
+            "rebuilt": self.rebuilt,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class IndexReport:
+    """``mindory index``: the word index and the vector index, each brought up to date."""
+
+    words: WordIndexInfo
+    vectors: IndexInfo | None  # None: no vectors yet (mindory embed)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.vectors.to_json() if self.vectors is not None else {}
+        out["vectors"] = self.vectors.to_json() if self.vectors is not None else None
+        out["words"] = self.words.to_json()
+        return out

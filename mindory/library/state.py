@@ -57,6 +57,7 @@ class State:
         self._vectors: VectorStore | None = None
         self._resources: Resources | None = None
         self._has_fts: bool | None = None
+        self._words_missing: tuple[tuple[int, ...], int] | None = None
         self._aux: Engine | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -129,6 +130,22 @@ class State:
                     )
         return self._has_fts
 
+    def words_missing(self, conn: Connection) -> int:
+        """Current chunks without word index terms (counted again when the set of current
+        derivations changes, or after :meth:`forget_words_count`)."""
+        from mindory.store.fts import chunks_without_terms, current_derivations
+
+        key = current_derivations(conn)
+        cached = self._words_missing
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        count = chunks_without_terms(conn)
+        self._words_missing = (key, count)
+        return count
+
+    def forget_words_count(self) -> None:
+        self._words_missing = None
+
     # ------------------------------------------------------------------ search parts
 
     @property
@@ -186,6 +203,7 @@ class State:
             places=self.places,
             read_book=self.read_book,
             has_fts=self.has_fts,
+            words_missing=self.words_missing,
         )
 
     def close(self) -> None:

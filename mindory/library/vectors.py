@@ -14,10 +14,10 @@ from sqlalchemy import func, insert, select, update
 
 from mindory.errors import MindoryError
 from mindory.library.records import (
-    DEFAULT_EMBEDDER,
     EMBED_BATCH,
     EmbedResult,
     ProgressFn,
+    default_embedder,
     no_progress,
 )
 from mindory.library.state import State
@@ -43,7 +43,7 @@ from mindory.store.vectors import current_embedding_state
 def spec_of(emb: Embedder) -> str:
     """A spec string that recreates an embedder object in another process, if any."""
     if isinstance(emb, HashedNgramEmbedder):
-        return DEFAULT_EMBEDDER if emb.dim == 384 else f"{DEFAULT_EMBEDDER}:{emb.dim}"
+        return "hashed" if emb.dim == 384 else f"hashed:{emb.dim}"
     backend, folder = getattr(emb, "backend", None), getattr(emb, "folder", None)
     if isinstance(backend, str) and folder is not None:
         return f"{backend}:{folder}"
@@ -92,7 +92,7 @@ def embedder(st: State, spec: str | Embedder | None = None) -> Embedder:
         return spec
     if spec is None:
         current = current_embedding(st)
-        spec = current.spec if current is not None else DEFAULT_EMBEDDER
+        spec = current.spec if current is not None else default_embedder()
     return st.embedder(spec)
 
 
@@ -120,7 +120,7 @@ def embed(
         spec: str = current.spec
         emb = st.embedder(spec)
     elif isinstance(embedder, str) or embedder is None:
-        spec = (embedder or DEFAULT_EMBEDDER).strip()
+        spec = (embedder or default_embedder()).strip()
         emb = st.embedder(spec)
     else:
         emb = embedder

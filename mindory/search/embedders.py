@@ -561,12 +561,17 @@ _BACKENDS: dict[str, Callable[[str], Embedder]] = {
 def get_embedder(spec: str) -> Embedder:
     """Embedder from a spec string.
 
-    ``hashed`` (384 dims) · ``hashed:768`` · ``model2vec:/path`` · ``fastembed:/path``
+    ``minilm`` (all-MiniLM-L6-v2 on ONNX Runtime, built in) · ``hashed`` (384 dims) ·
+    ``hashed:768`` · ``model2vec:/path`` · ``fastembed:/path``
     (or ``fastembed:NAME=/path``) · ``sentence-transformers:/path`` (alias ``st:``).
     A backend path may also be a model name that is already in the local cache.
     """
     kind, sep, arg = spec.strip().partition(":")
     kind = kind.strip().lower()
+    if kind == "minilm" and not arg.strip():
+        from mindory.search.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder()
     if kind == "hashed":
         if not sep or not arg.strip():
             return HashedNgramEmbedder()
@@ -578,7 +583,7 @@ def get_embedder(spec: str) -> Embedder:
     backend = _BACKENDS.get(kind)
     if backend is None:
         raise MindoryError(
-            f"unknown embedder {spec!r}: use hashed, hashed:DIM, model2vec:PATH, "
+            f"unknown embedder {spec!r}: use minilm, hashed, hashed:DIM, model2vec:PATH, "
             "fastembed:PATH or sentence-transformers:PATH"
         )
     if not arg.strip():

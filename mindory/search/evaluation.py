@@ -26,9 +26,11 @@ share of answers that lie entirely inside one chunk of the current derivation.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +66,7 @@ class Library(Protocol):
         mode: str = "hybrid",
         weights: Mapping[str, float] | None = None,
         rrf_k: int | None = None,
+        book: str | None = None,
     ) -> SearchResult: ...
 
 
@@ -88,6 +91,9 @@ class EvalQuery:
     section: int | None = None
     kind: str | None = None
     line: int = 0
+    book_sha256: str | None = None  # the book by content, whatever its file is called
+    lang: str | None = None  # the query's language (reported per language)
+    id: str | None = None
 
 
 def load_queries(path: str | os.PathLike[str]) -> list[EvalQuery]:
@@ -133,6 +139,11 @@ def load_queries(path: str | os.PathLike[str]) -> list[EvalQuery]:
         if section is not None and not isinstance(section, int):
             raise MindoryError(f"{where}: 'section' must be an integer")
         kind = doc.get("kind")
+        sha, lang, qid = doc.get("book_sha256"), doc.get("lang"), doc.get("id")
+        if sha is not None and (
+            not isinstance(sha, str) or len(sha) != 64 or not set(sha) <= set("0123456789abcdef")
+        ):
+            raise MindoryError(f"{where}: 'book_sha256' must be 64 lower-case hex digits")
         out.append(
             EvalQuery(
                 query=query,
@@ -142,6 +153,9 @@ def load_queries(path: str | os.PathLike[str]) -> list[EvalQuery]:
                 section=section,
                 kind=str(kind) if kind is not None else None,
                 line=n,
+                book_sha256=sha,
+                lang=str(lang) if lang is not None else None,
+                id=str(qid) if qid is not None else None,
             )
         )
     if not out:
@@ -207,6 +221,8 @@ class QueryOutcome:
             "query": self.query.query,
             "book": self.query.book,
             "kind": self.query.kind,
+            "lang": self.query.lang,
+            "id": self.query.id,
             "answers": [[p.section, p.source_start, p.source_end] for p in self.places],
             "complete": self.complete,
             "ranks": dict(self.ranks),
@@ -263,16 +279,15 @@ def locate_answer(
                 return [AnswerPlace(book, sec.info.ordinal, start, end)]
         return []
     assert q.answer is not None
-    needle = _collapse(q.answer)
+    # The answer's words in order with any whitespace between them: a quote typed on
+    # one line still finds verse kept line by line in the normalized text.
+    pattern = re.compile(r"\s+".join(re.escape(w) for w in _collapse(q.answer).split(" ")))
     places: list[AnswerPlace] = []
     for sec in sections:
-        text = sec.normalized_text
-        pos = text.find(needle)
-        while pos >= 0:
-            ls, le = sec.offset_map.source_span(pos, pos + len(needle))
+        for m in pattern.finditer(sec.normalized_text):
+            ls, le = sec.offset_map.source_span(m.start(), m.end())
             shift = sec.info.source_start
             places.append(AnswerPlace(book, sec.info.ordinal, ls + shift, le + shift))
-            pos = text.find(needle, pos + 1)
     return places
 
 
@@ -295,8 +310,10 @@ def evaluate(
     modes: Sequence[str] = MODES,
     weights: Mapping[str, float] | None = None,
     rrf_k: int = RRF_K,
+    within_book: bool = False,
 ) -> EvalReport:
-    """Run every query in every mode over the whole library and score the hits."""
+    """Run every query in every mode over the whole library (``within_book``: over its
+    own book only) and score the hits."""
     depth = max(k, max(RECALL_AT))
     sections_of: dict[str, list[SectionDetail]] = {}
     spans_of: dict[tuple[str, int], list[tuple[int, int]]] = {}
@@ -304,12 +321,13 @@ def evaluate(
     missing: list[str] = []
     book_ids: dict[str, str] = {}
     for q in queries:
-        if q.book not in book_ids:
+        ref = q.book_sha256 or q.book
+        if ref not in book_ids:
             try:
-                book_ids[q.book] = _book_for(lib, q.book)
+                book_ids[ref] = _book_for(lib, q.book, q.book_sha256)
             except (NotFoundError, MindoryError) as exc:
                 raise MindoryError(f"line {q.line}: {exc} (import the book first)") from exc
-        info = book_ids[q.book]
+        info = book_ids[ref]
         if info not in sections_of:
             sections_of[info] = [lib.section(info, s.ordinal) for s in lib.sections(info)]
         places = locate_answer(lib, q, sections_of[info])
@@ -327,7 +345,14 @@ def evaluate(
                 break
         ranks: dict[str, int | None] = {}
         for mode in modes:
-            result = lib.search(q.query, k=depth, mode=mode, weights=weights, rrf_k=rrf_k)
+            result = lib.search(
+                q.query,
+                k=depth,
+                mode=mode,
+                weights=weights,
+                rrf_k=rrf_k,
+                book=info if within_book else None,
+            )
             ranks[mode] = _first_relevant(result.hits, places) if places else None
         outcomes.append(QueryOutcome(q, tuple(places), complete, ranks))
     groups: dict[str, dict[str, ModeMetrics]] = {}
@@ -336,14 +361,21 @@ def evaluate(
         labels.setdefault(f"book:{o.query.book}", []).append(o)
         if o.query.kind:
             labels.setdefault(f"kind:{o.query.kind}", []).append(o)
+        if o.query.lang:
+            labels.setdefault(f"lang:{o.query.lang}", []).append(o)
     for name, items in labels.items():
         groups[name] = {mode: _metrics(mode, [o.ranks[mode] for o in items], k) for mode in modes}
     return EvalReport(k, tuple(modes), tuple(outcomes), tuple(missing), groups)
 
 
-def _book_for(lib: Library, ref: str) -> str:
-    """A book's id from its file name (as the query sets name books), else any reference."""
-    matches = [b.id for b in lib.books() if b.file_name == ref]
+def _book_for(lib: Library, ref: str, sha256: str | None = None) -> str:
+    """A book's id: by its content hash when the query gives one (the same bytes under
+    another file name are the same book), else by file name (as the query sets name
+    books), else by any reference."""
+    if sha256 is not None:
+        with contextlib.suppress(NotFoundError):
+            return lib.book(sha256).id
+    matches = [b.id for b in lib.books() if b.file_name == ref or Path(b.file_name).name == ref]
     if len(matches) == 1:
         return matches[0]
     return lib.book(ref).id

@@ -6,7 +6,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["CANDIDATES", "DEFAULT_WEIGHTS", "MODES", "RRF_K", "Fused", "Mode", "rrf"]
+__all__ = [
+    "CANDIDATES",
+    "DEFAULT_WEIGHTS",
+    "MODES",
+    "RRF_K",
+    "Fused",
+    "Mode",
+    "rrf",
+    "weights_for",
+]
 
 
 Mode = Literal["hybrid", "vector", "lexical"]
@@ -15,10 +24,33 @@ Mode = Literal["hybrid", "vector", "lexical"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "lexical")
 
 
-# Set on the shipped eval sets (samples/queries, docs/search.md) with the built-in
-# hashed embedder: lexical is the backbone, vectors break its ties and add what it
-# misses. A heavier vector weight (0.5, k=60) lowered MRR in both languages.
-DEFAULT_WEIGHTS: Mapping[str, float] = {"lexical": 1.0, "vector": 0.2}
+# words = the word index, lexical = the trigram index, vector = the embeddings. Set on
+# the reader questions (samples/queries/reader-questions.jsonl, bench/bench_retrieval.py):
+# the word index is the backbone; the trigram index adds exact quotes and substrings
+# (keyword and Chinese queries gain, nothing loses at half weight); the hashed vectors
+# only break ties (docs/search.md).
+DEFAULT_WEIGHTS: Mapping[str, float] = {"words": 1.0, "lexical": 0.5, "vector": 0.1}
+# The vector list's weight by embedder (its id's first word) and the query's script:
+# what each earned on the reader questions (docs/search.md). The hashed n-grams only
+# break ties in alphabetic text and lose to the word index in Chinese; MiniLM knows
+# English only (it gives Chinese and Japanese text no vector at all).
+VECTOR_WEIGHTS: Mapping[tuple[str, str], float] = {
+    ("hashed", "latin"): 0.1,
+    ("hashed", "cjk"): 0.0,
+    ("minilm", "latin"): 0.6,
+    ("minilm", "cjk"): 0.0,
+}
+OTHER_MODEL_WEIGHT = 0.5  # a model of the user's own (model2vec, fastembed, …)
+
+
+def weights_for(embedder_id: str | None, script: str = "latin") -> dict[str, float]:
+    """The fusion weights of a search whose vectors come from ``embedder_id``, for a
+    query mostly in ``script`` (``latin`` or ``cjk``)."""
+    out = dict(DEFAULT_WEIGHTS)
+    if embedder_id:
+        kind = embedder_id.split("-", 1)[0]
+        out["vector"] = VECTOR_WEIGHTS.get((kind, script), OTHER_MODEL_WEIGHT)
+    return out
 
 
 RRF_K = 10

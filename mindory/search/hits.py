@@ -16,7 +16,15 @@ from mindory.search.fusion import Fused
 from mindory.search.matches import Match, find_matches
 from mindory.store.places import HIT_ROWS_STMT, ByteOffsets, PlaceCache, Places
 
-__all__ = ["Hit", "ModeScore", "SearchResult", "build_hits", "chunk_locator", "source_matches"]
+__all__ = [
+    "AlsoIn",
+    "Hit",
+    "ModeScore",
+    "SearchResult",
+    "build_hits",
+    "chunk_locator",
+    "source_matches",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +37,23 @@ class ModeScore:
 
     def to_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "score": round(self.score, 6)}
+
+
+@dataclass(frozen=True, slots=True)
+class AlsoIn:
+    """The same text elsewhere: a chunk of another book (or a repeat in the same one)."""
+
+    book: str
+    book_title: str
+    section: int
+    chunk: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "book": {"id": self.book, "title": self.book_title},
+            "section": self.section,
+            "chunk": self.chunk,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +71,8 @@ class Hit:
     locator: Any  # mindory.reading.locate.Locator
     matches: tuple[Match, ...] = ()
     row_id: int | None = None  # library-local, never exported
+    also_in: tuple[AlsoIn, ...] = ()  # the same text in other books (not repeated as hits)
+    apparatus: str | None = None  # contents / front / licence: ranked after the body
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +84,8 @@ class Hit:
             "section": {"ordinal": self.section, "title": self.section_title},
             "locator": self.locator.to_json(),
             "matches": [m.to_json() for m in self.matches],
+            "also_in": [a.to_json() for a in self.also_in],
+            "apparatus": self.apparatus,
         }
 
 
@@ -148,7 +177,11 @@ def build_hits(
     top: Sequence[Fused],
     terms: QueryTerms,
     page_size: int,
+    also: Mapping[int, Sequence[AlsoIn]] | None = None,
+    apparatus: Mapping[int, str | None] | None = None,
+    modes: Sequence[str] = ("words", "lexical", "vector"),
 ) -> list[Hit]:
+    """The hits of the ranked candidates ``top``: Locator, word matches, scores per mode."""
     if not top:
         return []
     rows = conn.execute(HIT_ROWS_STMT, {"ids": [f.id for f in top]}).all()
@@ -165,9 +198,7 @@ def build_hits(
         r = found
         place = places.get(int(r.section_id), int(r.normalization_id))
         facts = places.book(int(r.book_id))
-        scores = {
-            m: (ModeScore(*f.ranks[m]) if m in f.ranks else None) for m in ("lexical", "vector")
-        }
+        scores = {m: (ModeScore(*f.ranks[m]) if m in f.ranks else None) for m in modes}
         hits.append(
             Hit(
                 rank=len(hits) + 1,
@@ -181,6 +212,8 @@ def build_hits(
                 locator=chunk_locator(place, r, page_size),
                 matches=source_matches(place, int(r.start), int(r.end), terms),
                 row_id=int(r.id),
+                also_in=tuple((also or {}).get(f.id, ())),
+                apparatus=(apparatus or {}).get(f.id),
             )
         )
     return hits

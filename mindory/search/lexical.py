@@ -29,6 +29,7 @@ from mindory.store.fts import (
     chunk_texts,
     fts_quote,
     max_chunk_id,
+    phrase_search,
     scan_search,
     short_term_expansions,
 )
@@ -165,3 +166,21 @@ def scan(
 ) -> list[tuple[int, float]]:
     """Chunks holding the query's terms by a full scan (:func:`mindory.store.fts.scan_search`)."""
     return scan_search(conn, terms.scan_terms()[:MAX_FTS_TERMS], limit=limit, filters=filters)
+
+
+QUOTE_MIN_CHARS = 16  # a query this long (8 for CJK) may be a quote of the book
+QUOTE_MIN_CHARS_CJK = 8
+QUOTE_MAX_HOLDERS = 20  # held verbatim by more chunks than this: a common phrase
+
+
+def quote_holders(
+    conn: Connection, terms: QueryTerms, *, filters: Filters | None = None
+) -> list[int]:
+    """The chunks that hold the whole query verbatim, when it is long enough to be a
+    quote and rare enough to point somewhere (else none)."""
+    phrase = " ".join(terms.query.split())
+    cjk = sum(len(r) for r in terms.cjk_runs)
+    if len(phrase) < (QUOTE_MIN_CHARS_CJK if cjk * 2 >= len(phrase) else QUOTE_MIN_CHARS):
+        return []
+    found = phrase_search(conn, phrase, limit=QUOTE_MAX_HOLDERS + 1, filters=filters)
+    return found if len(found) <= QUOTE_MAX_HOLDERS else []

@@ -8,7 +8,7 @@ store answers every question about rows, :mod:`mindory.reading.locate` places ea
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from time import perf_counter
@@ -22,16 +22,30 @@ from mindory.errors import MindoryError
 from mindory.reading.locate import DEFAULT_PAGE_SIZE
 from mindory.search.analysis import analyze
 from mindory.search.embedders import Embedder
-from mindory.search.fusion import CANDIDATES, MODES, RRF_K, Fused, rrf
-from mindory.search.hits import SearchResult, build_hits
-from mindory.search.lexical import lexical_search, scan
+from mindory.search.fusion import CANDIDATES, RRF_K, Fused, rrf, weights_for
+from mindory.search.hits import AlsoIn, SearchResult, build_hits
+from mindory.search.lexical import lexical_search, quote_holders, scan
+from mindory.search.minilm import CJK_LIMIT, cjk_share
+from mindory.search.structure import Candidate, arrange
 from mindory.search.vectors import VectorStore
-from mindory.store.fts import Filters
+from mindory.search.words import language_of, query_terms
+from mindory.store.fts import Filters, has_words_table, words_search
 from mindory.store.places import PlaceCache
-from mindory.store.queries import search_filters
+from mindory.store.queries import candidate_rows, scope_languages, search_filters
 from mindory.store.vectors import EmbeddingState, chunk_ids_in, current_embedding_state
 
-__all__ = ["SearchServices", "search"]
+__all__ = ["LISTS_OF", "SEARCH_MODES", "SearchServices", "search"]
+
+# The ranked lists each mode fuses: words = the word index (BM25 over analysed terms),
+# lexical = the trigram index (quotes, substrings), vector = the embeddings.
+LISTS_OF: dict[str, tuple[str, ...]] = {
+    "hybrid": ("words", "lexical", "vector"),
+    "lexical": ("words", "lexical"),
+    "vector": ("vector",),
+    "words": ("words",),
+    "trigram": ("lexical",),
+}
+SEARCH_MODES = tuple(LISTS_OF)
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,7 @@ class SearchServices:
     places: PlaceCache
     read_book: Callable[[str], bytes]  # a book file's bytes by SHA-256 (byte offsets)
     has_fts: Callable[[Connection], bool]
+    words_missing: Callable[[Connection], int]  # current chunks without word index terms
 
 
 def search(
@@ -63,12 +78,14 @@ def search(
 ) -> SearchResult:
     """The ``k`` best chunks for ``query``, each with its Locator and word matches.
 
-    ``mode``: ``hybrid`` (default: lexical and vector ranks fused by RRF with
-    ``weights``), ``lexical`` or ``vector``. ``book`` (id, id prefix or title)
-    and ``section`` (its ordinal; needs ``book``) restrict the search. Hybrid
-    search without vectors is lexical search with a warning.
+    ``mode``: ``hybrid`` (default: the word index, the trigram index and the vectors,
+    fused), ``lexical`` (the two indexes fused), ``vector``; ``words`` and ``trigram``
+    run one index alone. ``book`` (id, id prefix or title) and ``section`` (its
+    ordinal; needs ``book``) restrict the search. Hybrid search without vectors is
+    lexical search with a warning. Apparatus (contents pages, licences) ranks after the
+    body; one text found in several books comes back once (:mod:`mindory.search.structure`).
     """
-    if mode not in MODES:
+    if mode not in SEARCH_MODES:
         raise MindoryError(f"unknown search mode {mode!r}: use hybrid, vector or lexical")
     if k < 1:
         raise MindoryError(f"k must be 1 or more, not {k}")
@@ -82,19 +99,21 @@ def search(
     lists: dict[str, list[tuple[int, float]]] = {}
     book_sha: str | None = None
     embedding: EmbeddingState | None = None
+    uses = LISTS_OF[mode]
+    quotes: list[int] = []
     with sv.engine.connect() as conn:
         filters = Filters()
         if book is not None:
             with Session(bind=conn) as s:
                 book_sha, filters = search_filters(s, book, section)
         vector_part: Future[list[tuple[int, float]]] | None = None
-        if mode in ("hybrid", "vector"):
+        if "vector" in uses:
             embedding = current_embedding_state(conn)
             if embedding is None:
                 if mode == "vector":
                     raise MindoryError("no vectors yet: run mindory embed first")
                 warnings.append("no vectors yet (run mindory embed): lexical results only")
-            elif mode == "hybrid" and not terms.empty:
+            elif mode != "vector" and not terms.empty:
                 # FAISS and SQLite both release the GIL: the vector search runs on a
                 # worker thread (its own connection) while this one searches text.
                 vector_part = sv.pool().submit(
@@ -104,31 +123,54 @@ def search(
                 lists["vector"] = vector_search(
                     sv, conn, embedding, terms.query, n, filters, timings
                 )
-        if mode in ("hybrid", "lexical") and not terms.empty:
-            t = perf_counter()
-            try:
+        try:
+            if "words" in uses and not terms.empty:
+                t = perf_counter()
+                found = _word_list(sv, conn, query, n, filters, warnings)
+                if found is not None:
+                    lists["words"] = found
+                timings["words"] = 1000 * (perf_counter() - t)
+            if "lexical" in uses and not terms.empty:
+                t = perf_counter()
                 if sv.has_fts(conn):
                     lists["lexical"] = lexical_search(conn, terms, limit=n, filters=filters)
+                    quotes = quote_holders(conn, terms, filters=filters)
                 else:
                     lists["lexical"] = scan(conn, terms, limit=n, filters=filters)
-            except BaseException:
-                if vector_part is not None:
-                    vector_part.cancel()
-                    concurrent.futures.wait([vector_part])
-                raise
-            timings["lexical"] = 1000 * (perf_counter() - t)
+                timings["lexical"] = 1000 * (perf_counter() - t)
+        except BaseException:
+            if vector_part is not None:
+                vector_part.cancel()
+                concurrent.futures.wait([vector_part])
+            raise
         if vector_part is not None:
             lists["vector"] = vector_part.result()
-        if mode == "hybrid":
+        if len(uses) > 1:
+            if weights is None:
+                script = "cjk" if cjk_share(query) > CJK_LIMIT else "latin"
+                weights = weights_for(
+                    embedding.embedder_id if embedding is not None else None, script
+                )
             fused = rrf(lists, weights, rrf_k)
         else:
             fused = [
                 Fused(i, raw, {mode: (r, raw)})
-                for r, (i, raw) in enumerate(lists.get(mode, []), start=1)
+                for r, (i, raw) in enumerate(lists.get(uses[0], []), start=1)
             ]
-        top = fused[:k]
         t = perf_counter()
-        hits = build_hits(sv.places, sv.read_book, conn, top, terms, page_size)
+        top, also, apparatus = _arrange(conn, fused, k, quotes)
+        timings["arrange"] = 1000 * (perf_counter() - t)
+        t = perf_counter()
+        hits = build_hits(
+            sv.places,
+            sv.read_book,
+            conn,
+            top,
+            terms,
+            page_size,
+            also=also,
+            apparatus=apparatus,
+        )
         timings["locate"] = 1000 * (perf_counter() - t)
     timings["total"] = 1000 * (perf_counter() - t_start)
     return SearchResult(
@@ -144,6 +186,51 @@ def search(
         warnings=tuple(warnings),
         timings=timings,
     )
+
+
+def _word_list(
+    sv: SearchServices,
+    conn: Connection,
+    query: str,
+    n: int,
+    filters: Filters,
+    warnings: list[str],
+) -> list[tuple[int, float]] | None:
+    """The word index's ranking of the query (None: this database has no word index)."""
+    if not sv.has_fts(conn) or not has_words_table(conn):
+        return None
+    missing = sv.words_missing(conn)
+    if missing:
+        warnings.append(
+            f"{missing} chunk(s) have no word index yet (run mindory index): "
+            "they are found by the trigram index and vectors only"
+        )
+    languages = sorted(
+        {language_of(tag, text) for tag, text in scope_languages(conn, filters.book_id)}
+    )
+    return words_search(conn, query_terms(query, languages or ["en"]), limit=n, filters=filters)
+
+
+def _arrange(
+    conn: Connection, fused: list[Fused], k: int, quotes: Sequence[int] = ()
+) -> tuple[list[Fused], dict[int, list[AlsoIn]], dict[int, str | None]]:
+    """The first ``k`` of the fused list with verbatim quotes first, apparatus after the
+    body and duplicates folded (:func:`mindory.search.structure.arrange`)."""
+    pool = fused[: max(3 * k, CANDIDATES)]
+    by_id = {f.id: f for f in pool}
+    for i in quotes:
+        by_id.setdefault(i, Fused(i, 0.0, {}))
+    rows = candidate_rows(conn, list(by_id))
+    candidates = {i: Candidate.of(i, r[5], r[2], r[4] or "") for i, r in rows.items()}
+    order, folded = arrange([f.id for f in pool], candidates, quotes)
+    top = [by_id[i] for i in order[:k]]
+    also = {
+        i: [AlsoIn(rows[j][5], rows[j][6], int(rows[j][3]), str(rows[j][1])) for j in folded[i]]
+        for i in folded
+        if i in by_id
+    }
+    apparatus = {i: c.apparatus for i, c in candidates.items()}
+    return top, also, apparatus
 
 
 def _vector_search_own_connection(

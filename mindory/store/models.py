@@ -60,6 +60,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
     "FTS_TABLE",
+    "TERMS_FTS_TABLE",
+    "ChunkTermsRow",
+    "LibraryFactRow",
     "NAMING_CONVENTION",
     "NOT_MODELS",
     "Base",
@@ -88,10 +91,11 @@ NAMING_CONVENTION: dict[str, str] = {
 
 # The SQLite full-text index over chunk text (revision 0002; not a model).
 FTS_TABLE = "chunks_fts"
-# Tables that exist in the database but not as models: the FTS5 virtual table,
-# its shadow tables (chunks_fts_data, _idx, _docsize, _config) and its vocabulary
+TERMS_FTS_TABLE = "chunk_terms_fts"  # the word index over chunk_terms (revision 0004)
+# Tables that exist in the database but not as models: the FTS5 virtual tables,
+# their shadow tables (chunks_fts_data, _idx, _docsize, _config) and the vocabulary
 # view. Alembic's autogenerate comparison skips names starting with these.
-NOT_MODELS: tuple[str, ...] = (FTS_TABLE,)
+NOT_MODELS: tuple[str, ...] = (FTS_TABLE, TERMS_FTS_TABLE)
 
 
 def is_model_name(name: str | None) -> bool:
@@ -361,3 +365,25 @@ class HighlightRow(Base):
     reanchored: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the last re-anchoring
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+
+
+class ChunkTermsRow(Base):
+    """A chunk's analysed terms (:mod:`mindory.search.words`), space separated: what the
+    word index ranks by BM25 (SQLite: the FTS5 table ``chunk_terms_fts``)."""
+
+    __tablename__ = "chunk_terms"
+
+    chunk_id: Mapped[int] = mapped_column(
+        RowId, ForeignKey("chunks.id", ondelete="CASCADE"), primary_key=True
+    )
+    terms: Mapped[str]
+
+
+class LibraryFactRow(Base):
+    """What the library knows about itself, by key (``word_analysis``: the analysis
+    fingerprint of its word index)."""
+
+    __tablename__ = "library_facts"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str]

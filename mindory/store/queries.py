@@ -5,10 +5,12 @@ same on every database."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from mindory.errors import MindoryError, NotFoundError
@@ -289,3 +291,40 @@ def search_filters(s: Session, book: str, section: int | None) -> tuple[str, Fil
     if section is not None:
         section_row = get_section_id(s, row, section)
     return row.sha256, Filters(book_id=int(row.id), section_id=section_row)
+
+
+_CANDIDATES_STMT = (
+    select(
+        ChunkRow.id,
+        ChunkRow.chunk_id,
+        ChunkRow.text,
+        SectionRow.ordinal,
+        SectionRow.title,
+        BookRow.sha256,
+        BookRow.title,
+    )
+    .join(SectionRow, SectionRow.id == ChunkRow.section_id)
+    .join(BookRow, BookRow.id == SectionRow.book_id)
+    .where(ChunkRow.id.in_(bindparam("ids", expanding=True)))
+)
+
+
+def candidate_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
+    """Per chunk row id: chunk id, text, section ordinal and title, book SHA-256 and title
+    (what ranking by structure and folding duplicates look at)."""
+    if not ids:
+        return {}
+    return {int(r[0]): r for r in conn.execute(_CANDIDATES_STMT, {"ids": list(ids)})}
+
+
+def scope_languages(conn: Connection, book_id: int | None = None) -> list[tuple[str | None, str]]:
+    """``(language tag, first section's text start)`` of every book (or of one), what
+    a query's analysis languages are chosen from."""
+    q = (
+        select(BookRow.language, func.substr(SectionRow.source_text, 1, 2000))
+        .join(SectionRow, (SectionRow.book_id == BookRow.id) & (SectionRow.ordinal == 0))
+        .order_by(BookRow.id)
+    )
+    if book_id is not None:
+        q = q.where(BookRow.id == book_id)
+    return [(r[0], str(r[1] or "")) for r in conn.execute(q)]

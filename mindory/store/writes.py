@@ -20,6 +20,8 @@ from mindory.store.models import (
     BookFileRow,
     BookRow,
     ChunkRow,
+    ChunkTermsRow,
+    LibraryFactRow,
     NormalizationRow,
     SectionRow,
     SectionTextRow,
@@ -42,6 +44,8 @@ class PreparedBook:
     byte_spans: Sequence[tuple[int, int]] | None
     cfi_tables: Sequence[str | None]
     warnings: tuple[str, ...]
+    terms: Sequence[str] | None = None  # per chunk: its analysed terms, space separated
+    analysis: str | None = None  # the fingerprint of the analysis that made them
 
 
 _SQLITE_MAX_VARIABLES = 32766  # SQLite >= 3.32
@@ -284,3 +288,50 @@ def insert_normalization(
     if block_rows:
         conn.execute(insert(BlockRow), block_rows)
     return int(normalization_id), len(block_rows)
+
+
+def insert_terms(
+    conn: Connection,
+    derivation_id: int,
+    section_ids: dict[int, int],
+    chunks: Sequence[Chunk],
+    terms: Sequence[str],
+) -> None:
+    """The word index rows of a derivation's chunks (``terms[k]`` is ``chunks[k]``'s)."""
+    row_of = {
+        (int(sid), int(index)): int(rid)
+        for rid, sid, index in conn.execute(
+            select(ChunkRow.id, ChunkRow.section_id, ChunkRow.index).where(
+                ChunkRow.derivation_id == derivation_id
+            )
+        )
+    }
+    rows = [
+        {"chunk_id": row_of[(section_ids[c.section], c.index)], "terms": t}
+        for c, t in zip(chunks, terms, strict=True)
+    ]
+    if rows:
+        conn.execute(insert(ChunkTermsRow), rows)
+
+
+def set_fact(s: Session, key: str, value: str) -> None:
+    """Store a library fact (insert or replace)."""
+    found = s.get(LibraryFactRow, key)
+    if found is None:
+        s.add(LibraryFactRow(key=key, value=value))
+    elif found.value != value:
+        found.value = value
+    s.flush()
+
+
+WORD_ANALYSIS = "word_analysis"  # library_facts key: the analysis of the whole word index
+
+
+def note_analysis(s: Session, analysis: str) -> None:
+    """Record that terms made by ``analysis`` were written: the word index's fact becomes
+    ``analysis`` when it had none, and ``mixed`` when it held another (a rebuild mends it)."""
+    found = s.get(LibraryFactRow, WORD_ANALYSIS)
+    if found is None:
+        set_fact(s, WORD_ANALYSIS, analysis)
+    elif found.value != analysis:
+        set_fact(s, WORD_ANALYSIS, "mixed")

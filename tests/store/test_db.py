@@ -40,6 +40,8 @@ TABLES = {
     "embeddings",
     "chunk_vectors",
     "highlights",
+    "chunk_terms",
+    "library_facts",
 }
 
 

@@ -1,0 +1,377 @@
+"""Retrieval on reader questions: mindory's lists and fusion beside BM25 peers, same chunks.
+
+For every query of the sets (default: ``samples/queries/reader-questions.jsonl``) the
+library's ranked lists are taken once — the word index, the trigram index, each
+embedder's vectors — and scored alone and fused, beside two peers that rank the very
+same chunks with ``bm25s``:
+
+* **bm25s (textbook)**: Snowball English stems for Latin words, jieba words for Chinese
+  (no Simplified/Traditional folding), Sudachi surface forms for Japanese, no stop words —
+  the peer of issue 12's table;
+* **bm25s (same analysis)**: mindory's own analysed terms (:mod:`mindory.search.words`).
+
+A chunk is relevant when it covers at least half of the answer's source span (the rule
+of :mod:`mindory.search.evaluation`). Reported: MRR@10, R@1, R@10 overall, per kind and
+per language, for the whole library and within the answer's book; indexing time of the
+peers and the query latency of each list.
+
+    .venv/bin/python bench/bench_retrieval.py --db LIB.sqlite [--queries Q.jsonl ...]
+        [--embedders hashed,minilm] [--json OUT]
+
+The library must hold the books of the query sets (``mindory import ../shared/corpus``)
+and, for each embedder named, its vectors (``mindory embed --embedder SPEC``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mindory.library import Library  # noqa: E402
+from mindory.search import words  # noqa: E402
+from mindory.search.analysis import analyze  # noqa: E402
+from mindory.search.evaluation import EvalQuery, load_queries, locate_answer  # noqa: E402
+from mindory.search.lexical import lexical_search  # noqa: E402
+from mindory.search.pipeline import vector_search  # noqa: E402
+from mindory.search.structure import Candidate, arrange  # noqa: E402
+from mindory.store.fts import Filters, words_search  # noqa: E402
+from mindory.store.models import BookRow, ChunkRow, DerivationRow, SectionRow  # noqa: E402
+from mindory.store.queries import candidate_rows  # noqa: E402
+from mindory.store.vectors import EmbeddingState  # noqa: E402
+
+DEPTH = 100  # candidates taken from each list
+K = 10
+Ranked = list[tuple[int, float]]
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def first_rank(ids: Sequence[int], relevant: set[int]) -> int | None:
+    for r, i in enumerate(ids, start=1):
+        if i in relevant:
+            return r
+    return None
+
+
+def metrics(ranks: Sequence[int | None]) -> dict[str, float]:
+    n = len(ranks) or 1
+    return {
+        "n": len(ranks),
+        "MRR": round(sum(1 / r for r in ranks if r is not None and r <= K) / n, 4),
+        "R@1": round(sum(1 for r in ranks if r == 1) / n, 4),
+        "R@10": round(sum(1 for r in ranks if r is not None and r <= K) / n, 4),
+    }
+
+
+def grouped(queries: Sequence[EvalQuery], ranks: Sequence[int | None]) -> dict[str, Any]:
+    groups: dict[str, list[int | None]] = defaultdict(list)
+    for q, r in zip(queries, ranks, strict=True):
+        groups["all"].append(r)
+        groups[f"kind:{q.kind}"].append(r)
+        lang = "zh" if (q.lang or "").startswith("zh") else (q.lang or "?")
+        groups[f"lang:{lang}"].append(r)
+        groups[f"lang:{q.lang}"].append(r)
+    return {name: metrics(rs) for name, rs in sorted(groups.items())}
+
+
+# --------------------------------------------------------------------------- fusion
+
+
+def rrf(lists: Mapping[str, Ranked], weights: Mapping[str, float], k: int = 10) -> list[int]:
+    scores: dict[int, float] = defaultdict(float)
+    best: dict[int, int] = {}
+    for name, items in lists.items():
+        w = weights.get(name, 0.0)
+        if not w:
+            continue
+        for r, (i, _s) in enumerate(items, start=1):
+            scores[i] += w / (k + r)
+            best[i] = min(best.get(i, r), r)
+    return sorted(scores, key=lambda i: (-scores[i], best[i], i))
+
+
+def scored(lists: Mapping[str, Ranked], weights: Mapping[str, float]) -> list[int]:
+    """Convex combination of max-normalized scores (a list's best is 1, its missing 0)."""
+    scores: dict[int, float] = defaultdict(float)
+    for name, items in lists.items():
+        w = weights.get(name, 0.0)
+        if not w or not items:
+            continue
+        top = max(s for _, s in items) or 1.0
+        low = min(s for _, s in items)
+        span = (top - low) or 1.0
+        for i, s in items:
+            scores[i] += w * (s - low) / span
+    return sorted(scores, key=lambda i: (-scores[i], i))
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def textbook_tokens(text: str, language: str) -> list[str]:
+    """Snowball English for Latin words, jieba words for Han, Sudachi surfaces for kana."""
+    import rjieba
+    import Stemmer
+
+    stem = Stemmer.Stemmer("english").stemWords
+    runs, latin = words._split(words._normal(text))
+    out = stem(latin)
+    for run in runs:
+        if language == "ja" or words._KANA.search(run):
+            tok = words._japanese_tokenizer()
+            out.extend(m.surface() for m in tok.tokenize(run))
+        else:
+            out.extend(w for w in rjieba.cut_for_search(run, False) if w.strip())
+    return out
+
+
+class Peer:
+    """bm25s over a tokenizer, indexed once over every current chunk."""
+
+    def __init__(self, name: str, ids: Sequence[int], docs: Sequence[list[str]]) -> None:
+        import bm25s
+
+        self.name = name
+        self.ids = np.asarray(ids)
+        t = time.perf_counter()
+        self.retriever = bm25s.BM25()
+        self.retriever.index(list(docs), show_progress=False)
+        self.index_seconds = time.perf_counter() - t
+
+    def search(self, tokens: list[str], allowed: np.ndarray | None = None) -> Ranked:
+        if not tokens:
+            return []
+        scores = self.retriever.get_scores(tokens)
+        if allowed is not None:
+            scores = np.where(allowed, scores, -np.inf)
+        top = np.argsort(-scores, kind="stable")[:DEPTH]
+        return [(int(self.ids[j]), float(scores[j])) for j in top if scores[j] > 0]
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def relevant_ids(lib: Library, q: EvalQuery, cache: dict[str, Any]) -> tuple[str, set[int]]:
+    from mindory.search.evaluation import _book_for
+
+    book = _book_for(lib, q.book, q.book_sha256)
+    if book not in cache:
+        cache[book] = (
+            [lib.section(book, s.ordinal) for s in lib.sections(book)],
+            lib.chunks(book),
+        )
+    sections, chunks = cache[book]
+    places = locate_answer(lib, q, sections)
+    found = {
+        int(c.row_id)
+        for c in chunks
+        for p in places
+        if c.row_id is not None and p.covered_by(c.section, c.source_start, c.source_end)
+    }
+    return book, found
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", required=True)
+    ap.add_argument(
+        "--queries", nargs="+", default=[str(ROOT / "samples/queries/reader-questions.jsonl")]
+    )
+    ap.add_argument("--embedders", default="", help="Comma-separated embedder specs with vectors.")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--within", action="store_true", help="Also within each answer's book.")
+    args = ap.parse_args()
+    queries = [q for path in args.queries for q in load_queries(path)]
+    specs = [s for s in args.embedders.split(",") if s]
+    out: dict[str, Any] = {"queries": len(queries), "sets": args.queries}
+    with Library.open(args.db) as lib:
+        st = lib.state
+        sv = st.services()
+        with st.engine.connect() as conn:
+            rows = conn.execute(
+                select(ChunkRow.id, ChunkRow.text, BookRow.language, BookRow.sha256)
+                .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+                .join(BookRow, BookRow.id == DerivationRow.book_id)
+                .where(DerivationRow.is_current.is_(True))
+                .order_by(ChunkRow.id)
+            ).all()
+            first = {
+                sha: text
+                for sha, text in conn.execute(
+                    select(BookRow.sha256, SectionRow.source_text)
+                    .join(SectionRow, SectionRow.book_id == BookRow.id)
+                    .where(SectionRow.ordinal == 0)
+                )
+            }
+            lang_of = {sha: words.language_of(tag, first.get(sha, "")) for _, _, tag, sha in rows}
+            book_of = np.asarray([sha for *_, sha in rows])
+            ids = [int(r[0]) for r in rows]
+            out["chunks"] = len(ids)
+            t = time.perf_counter()
+            same_docs = [words.text_terms(text, lang_of[sha]) for _, text, _, sha in rows]
+            analysis_s = time.perf_counter() - t
+            textbook_docs = [textbook_tokens(text, lang_of[sha]) for _, text, _, sha in rows]
+            peers = {
+                "bm25s-textbook": Peer("bm25s-textbook", ids, textbook_docs),
+                "bm25s-same-analysis": Peer("bm25s-same-analysis", ids, same_docs),
+            }
+            out["indexing_s"] = {name: round(p.index_seconds, 2) for name, p in peers.items()}
+            out["analysis_s_all_chunks"] = round(analysis_s, 2)
+            embeddings: dict[str, EmbeddingState] = {}
+            for spec in specs:
+                from mindory.store.models import EmbeddingRow
+
+                from sqlalchemy.orm import Session
+
+                with Session(bind=conn) as s:
+                    row = s.scalars(select(EmbeddingRow).where(EmbeddingRow.spec == spec)).first()
+                if row is None:
+                    raise SystemExit(f"no vectors of {spec!r}: run mindory embed --embedder {spec}")
+                embeddings[spec] = EmbeddingState(
+                    int(row.id),
+                    row.fingerprint,
+                    row.embedder_id,
+                    row.spec,
+                    int(row.dim),
+                    bool(row.context_header),
+                    int(row.version),
+                )
+            cache: dict[str, Any] = {}
+            per_query: list[dict[str, Any]] = []
+            latency: dict[str, list[float]] = defaultdict(list)
+            languages = sorted(set(lang_of.values()))
+            for q in queries:
+                book, relevant = relevant_ids(lib, q, cache)
+                entry: dict[str, Any] = {"q": q, "book": book, "relevant": relevant, "lists": {}}
+                for scope in ("library", "book") if args.within else ("library",):
+                    filters = Filters()
+                    allowed = None
+                    if scope == "book":
+                        book_row = conn.execute(
+                            select(BookRow.id).where(BookRow.sha256 == book)
+                        ).scalar_one()
+                        filters = Filters(book_id=int(book_row))
+                        allowed = book_of == book
+                    langs = [lang_of[book]] if scope == "book" else languages
+                    lists: dict[str, Ranked] = {}
+                    t = time.perf_counter()
+                    lists["words"] = words_search(
+                        conn, words.query_terms(q.query, langs), limit=DEPTH, filters=filters
+                    )
+                    latency["words"].append(time.perf_counter() - t)
+                    t = time.perf_counter()
+                    lists["trigram"] = lexical_search(
+                        conn, analyze(q.query), limit=DEPTH, filters=filters
+                    )
+                    latency["trigram"].append(time.perf_counter() - t)
+                    for spec, emb in embeddings.items():
+                        t = time.perf_counter()
+                        timings: dict[str, float] = {}
+                        lists[spec] = vector_search(
+                            sv, conn, emb, analyze(q.query).query, DEPTH, filters, timings
+                        )
+                        latency[spec].append(time.perf_counter() - t)
+                    t = time.perf_counter()
+                    lists["bm25s-textbook"] = peers["bm25s-textbook"].search(
+                        textbook_tokens(q.query, langs[0] if len(langs) == 1 else "en"), allowed
+                    )
+                    latency["bm25s-textbook"].append(time.perf_counter() - t)
+                    lists["bm25s-same-analysis"] = peers["bm25s-same-analysis"].search(
+                        words.query_terms(q.query, langs), allowed
+                    )
+                    entry["lists"][scope] = lists
+                per_query.append(entry)
+            # candidate facts for arranging (apparatus after body, duplicates folded)
+            pool = {
+                i
+                for e in per_query
+                for ls in e["lists"].values()
+                for l in ls.values()
+                for i, _ in l
+            }
+            facts = candidate_rows(conn, sorted(pool))
+            candidates = {i: Candidate.of(i, r[5], r[2], r[4] or "") for i, r in facts.items()}
+    out["latency_ms_p50"] = {
+        name: round(1000 * statistics.median(v), 2) for name, v in latency.items() if v
+    }
+
+    def run(
+        name: str,
+        rank: Callable[[Mapping[str, Ranked]], list[int]],
+        scope: str,
+        arranged: bool = True,
+    ) -> dict[str, Any]:
+        ranks = []
+        for e in per_query:
+            order = rank(e["lists"][scope])
+            if arranged:
+                order, _also = arrange(order[:DEPTH], candidates)
+            ranks.append(first_rank(order, e["relevant"]))
+        return grouped([e["q"] for e in per_query], ranks)
+
+    single = ["bm25s-textbook", "bm25s-same-analysis", "words", "trigram", *specs]
+    results: dict[str, dict[str, Any]] = {}
+    for scope in ("library", "book") if args.within else ("library",):
+        for name in single:
+            arranged = not name.startswith("bm25s")
+            results[f"{scope}:{name}"] = run(
+                name, lambda ls, n=name: [i for i, _ in ls[n]], scope, arranged
+            )
+        for label, fuse in fusion_variants(specs).items():
+            results[f"{scope}:{label}"] = run(label, fuse, scope)
+    out["results"] = results
+    print_table(results)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1, default=str))
+
+
+def fusion_variants(specs: Sequence[str]) -> dict[str, Callable[[Mapping[str, Ranked]], list[int]]]:
+    variants: dict[str, Callable[[Mapping[str, Ranked]], list[int]]] = {
+        "rrf(words,trigram)": lambda ls: rrf(ls, {"words": 1.0, "trigram": 0.5}),
+    }
+    for spec in specs:
+        for w in (0.3, 0.6, 1.0, 1.5):
+            variants[f"rrf(words,trigram,{spec}={w})"] = lambda ls, s=spec, w=w: rrf(
+                ls, {"words": 1.0, "trigram": 0.5, s: w}
+            )
+            variants[f"score(words,{spec}={w})"] = lambda ls, s=spec, w=w: scored(
+                ls, {"words": 1.0, s: w}
+            )
+    return variants
+
+
+def print_table(results: Mapping[str, Mapping[str, Any]]) -> None:
+    cols = [
+        "all",
+        "kind:paraphrase",
+        "kind:keyword",
+        "kind:context",
+        "lang:en",
+        "lang:zh",
+        "lang:ja",
+        "lang:zh-Hans",
+        "lang:zh-Hant",
+    ]
+    print(f"{'method':48}" + "".join(f"{c.split(':')[-1][:10]:>11}" for c in cols) + "   R@10 all")
+    for name, groups in results.items():
+        cells = "".join(f"{groups.get(c, {}).get('MRR', float('nan')):11.3f}" for c in cols)
+        print(f"{name[:48]:48}{cells}   {groups['all']['R@10']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
