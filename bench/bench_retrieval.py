@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -234,9 +233,9 @@ def main() -> None:
             out["analysis_s_all_chunks"] = round(analysis_s, 2)
             embeddings: dict[str, EmbeddingState] = {}
             for spec in specs:
-                from mindory.store.models import EmbeddingRow
-
                 from sqlalchemy.orm import Session
+
+                from mindory.store.models import EmbeddingRow
 
                 with Session(bind=conn) as s:
                     row = s.scalars(select(EmbeddingRow).where(EmbeddingRow.spec == spec)).first()
@@ -301,8 +300,8 @@ def main() -> None:
                 i
                 for e in per_query
                 for ls in e["lists"].values()
-                for l in ls.values()
-                for i, _ in l
+                for ranked in ls.values()
+                for i, _ in ranked
             }
             facts = candidate_rows(conn, sorted(pool))
             candidates = {i: Candidate.of(i, r[5], r[2], r[4] or "") for i, r in facts.items()}
