@@ -139,6 +139,22 @@ def textbook_tokens(text: str, language: str) -> list[str]:
     return out
 
 
+def bigram_tokens(text: str, language: str, with_words: bool) -> list[str]:
+    """mindory's terms for alphabetic runs; for Han runs character bigrams (Simplified),
+    with (``with_words``) or without jieba's words beside them."""
+    runs, latin = words._split(words._normal(text))
+    out = words._latin_terms(latin, language)
+    for run in runs:
+        if language == "ja" or words._KANA.search(run):
+            out.extend(words._japanese_terms(run))
+            continue
+        simple = words.to_simplified(run)
+        out.extend(simple[i : i + 2] for i in range(len(simple) - 1))
+        if with_words:
+            out.extend(words._chinese_terms(run))
+    return out
+
+
 class Peer:
     """bm25s over a tokenizer, indexed once over every current chunk."""
 
@@ -194,6 +210,7 @@ def main() -> None:
     ap.add_argument("--embedders", default="", help="Comma-separated embedder specs with vectors.")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--within", action="store_true", help="Also within each answer's book.")
+    ap.add_argument("--dump", type=Path, help="Pickle every query's lists here (for study).")
     args = ap.parse_args()
     queries = [q for path in args.queries for q in load_queries(path)]
     specs = [s for s in args.embedders.split(",") if s]
@@ -228,6 +245,16 @@ def main() -> None:
             peers = {
                 "bm25s-textbook": Peer("bm25s-textbook", ids, textbook_docs),
                 "bm25s-same-analysis": Peer("bm25s-same-analysis", ids, same_docs),
+                "bm25s-bigrams": Peer(
+                    "bm25s-bigrams",
+                    ids,
+                    [bigram_tokens(t, lang_of[sha], False) for _, t, _, sha in rows],
+                ),
+                "bm25s-words+bigrams": Peer(
+                    "bm25s-words+bigrams",
+                    ids,
+                    [bigram_tokens(t, lang_of[sha], True) for _, t, _, sha in rows],
+                ),
             }
             out["indexing_s"] = {name: round(p.index_seconds, 2) for name, p in peers.items()}
             out["analysis_s_all_chunks"] = round(analysis_s, 2)
@@ -293,6 +320,22 @@ def main() -> None:
                     lists["bm25s-same-analysis"] = peers["bm25s-same-analysis"].search(
                         words.query_terms(q.query, langs), allowed
                     )
+                    qlang = (
+                        langs[0]
+                        if len(langs) == 1
+                        else (
+                            "zh"
+                            if words._CJK_RUN.search(q.query) and not words._KANA.search(q.query)
+                            else "en"
+                        )
+                    )
+                    for name, with_words in (
+                        ("bm25s-bigrams", False),
+                        ("bm25s-words+bigrams", True),
+                    ):
+                        lists[name] = peers[name].search(
+                            list(dict.fromkeys(bigram_tokens(q.query, qlang, with_words))), allowed
+                        )
                     entry["lists"][scope] = lists
                 per_query.append(entry)
             # candidate facts for arranging (apparatus after body, duplicates folded)
@@ -305,52 +348,104 @@ def main() -> None:
             }
             facts = candidate_rows(conn, sorted(pool))
             candidates = {i: Candidate.of(i, r[5], r[2], r[4] or "") for i, r in facts.items()}
+    if args.dump:
+        import pickle
+
+        with args.dump.open("wb") as fh:
+            pickle.dump(
+                {
+                    "per_query": [
+                        {
+                            "q": e["q"],
+                            "book": e["book"],
+                            "relevant": e["relevant"],
+                            "lists": e["lists"],
+                        }
+                        for e in per_query
+                    ],
+                    "candidates": candidates,
+                },
+                fh,
+            )
     out["latency_ms_p50"] = {
         name: round(1000 * statistics.median(v), 2) for name, v in latency.items() if v
     }
 
     def run(
         name: str,
-        rank: Callable[[Mapping[str, Ranked]], list[int]],
+        rank: Callable[[Mapping[str, Ranked], EvalQuery], list[int]],
         scope: str,
         arranged: bool = True,
     ) -> dict[str, Any]:
         ranks = []
         for e in per_query:
-            order = rank(e["lists"][scope])
+            order = rank(e["lists"][scope], e["q"])
             if arranged:
                 order, _also = arrange(order[:DEPTH], candidates)
             ranks.append(first_rank(order, e["relevant"]))
         return grouped([e["q"] for e in per_query], ranks)
 
-    single = ["bm25s-textbook", "bm25s-same-analysis", "words", "trigram", *specs]
+    single = [
+        "bm25s-textbook",
+        "bm25s-same-analysis",
+        "bm25s-bigrams",
+        "bm25s-words+bigrams",
+        "words",
+        "trigram",
+        *specs,
+    ]
     results: dict[str, dict[str, Any]] = {}
     for scope in ("library", "book") if args.within else ("library",):
         for name in single:
             arranged = not name.startswith("bm25s")
             results[f"{scope}:{name}"] = run(
-                name, lambda ls, n=name: [i for i, _ in ls[n]], scope, arranged
+                name, lambda ls, q, n=name: [i for i, _ in ls[n]], scope, arranged
             )
-        for label, fuse in fusion_variants(specs).items():
-            results[f"{scope}:{label}"] = run(label, fuse, scope)
+        for label, fusion in fusion_variants(specs).items():
+            results[f"{scope}:{label}"] = run(label, fusion, scope)
     out["results"] = results
     print_table(results)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=str))
 
 
-def fusion_variants(specs: Sequence[str]) -> dict[str, Callable[[Mapping[str, Ranked]], list[int]]]:
-    variants: dict[str, Callable[[Mapping[str, Ranked]], list[int]]] = {
-        "rrf(words,trigram)": lambda ls: rrf(ls, {"words": 1.0, "trigram": 0.5}),
+def shipped(
+    spec: str | None, queries_lang: Callable[[EvalQuery], str], with_vectors: bool = True
+) -> Callable[[Mapping[str, Ranked], EvalQuery], list[int]]:
+    """mindory's own fusion (mindory.search.fusion): score fusion, weights by the query's
+    language and the embedder."""
+    from mindory.search.fusion import fuse, weights_for
+
+    def rank(ls: Mapping[str, Ranked], q: EvalQuery) -> list[int]:
+        cjk = sum(len(r) for r in analyze(q.query).cjk_runs)
+        w = weights_for(spec_id(spec) if with_vectors and spec else None, queries_lang(q), cjk)
+        lists = {"words": ls["words"], "lexical": ls["trigram"]}
+        if with_vectors and spec:
+            lists["vector"] = ls[spec]
+        return [f.id for f in fuse(lists, w)]
+
+    return rank
+
+
+def spec_id(spec: str) -> str:
+    return "minilm-" if spec == "minilm" else ("hashed-" if spec.startswith("hashed") else spec)
+
+
+def fusion_variants(
+    specs: Sequence[str],
+) -> dict[str, Callable[[Mapping[str, Ranked], EvalQuery], list[int]]]:
+    def lang(q: EvalQuery) -> str:
+        if (q.lang or "").startswith("zh"):
+            return "zh"
+        return "ja" if q.lang == "ja" else "latin"
+
+    variants: dict[str, Callable[[Mapping[str, Ranked], EvalQuery], list[int]]] = {
+        "mindory lexical (words+trigram)": shipped(None, lang, with_vectors=False),
+        "rrf(words,trigram) equal": lambda ls, q: rrf(ls, {"words": 1.0, "trigram": 1.0}),
     }
     for spec in specs:
-        for w in (0.3, 0.6, 1.0, 1.5):
-            variants[f"rrf(words,trigram,{spec}={w})"] = lambda ls, s=spec, w=w: rrf(
-                ls, {"words": 1.0, "trigram": 0.5, s: w}
-            )
-            variants[f"score(words,{spec}={w})"] = lambda ls, s=spec, w=w: scored(
-                ls, {"words": 1.0, s: w}
-            )
+        variants[f"mindory hybrid ({spec})"] = shipped(spec, lang)
+        variants[f"rrf(words,{spec}) equal"] = lambda ls, q, s=spec: rrf(ls, {"words": 1.0, s: 1.0})
     return variants
 
 

@@ -123,6 +123,8 @@ def import_(
     overlap: int,
     min_size: int,
     nfkc: bool,
+    strategy: str,
+    parent_size: int,
     no_copy: bool,
     replaces: str | None,
     as_json: bool,
@@ -133,7 +135,7 @@ def import_(
     with 1 if any file failed. With --replaces (one file), the highlights of the
     old edition move to the new one; each is reported (placed, or orphaned).
     """
-    settings = make_settings(size, overlap, min_size, nfkc)
+    settings = make_settings(size, overlap, min_size, nfkc, strategy, parent_size)
     missing = [p for p in paths if not p.exists()]
     if missing:
         raise MindoryError("no such file or folder", path=str(missing[0]))

@@ -34,12 +34,14 @@ def chunk(
     overlap: int,
     min_size: int,
     nfkc: bool,
+    strategy: str,
+    parent_size: int,
     as_json: bool,
     with_text: bool,
 ) -> None:
     """Chunk one book (EPUB or plain text) without a library and print the chunks."""
     try:
-        settings = make_settings(size, overlap, min_size, nfkc)
+        settings = make_settings(size, overlap, min_size, nfkc, strategy, parent_size)
         book, chunks = chunk_file(path, settings)
     except (MindoryError, ValueError) as exc:
         fail(exc, ctx.obj["debug"])

@@ -77,16 +77,45 @@ def print_json(obj: Any) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False))
 
 
-def make_settings(size: int, overlap: int, min_size: int, nfkc: bool) -> Settings:
+STRATEGY_NAMES = ("window", "paragraph", "structured", "parent-child", "dialogue")
+
+
+def make_settings(
+    size: int,
+    overlap: int,
+    min_size: int,
+    nfkc: bool,
+    strategy: str = "window",
+    parent_size: int = 1600,
+) -> Settings:
     from mindory.text.records import ChunkSettings, NormalizeProfile, Settings
 
+    chunking = ChunkSettings(  # a bad value raises ValueError: one line, exit 2
+        strategy=strategy,
+        size=size,
+        overlap=overlap,
+        min_size=min_size,
+        parent_size=parent_size,
+    )
     return Settings(
-        profile=NormalizeProfile(unicode_form="NFKC" if nfkc else "NFC"),
-        chunking=ChunkSettings(size=size, overlap=overlap, min_size=min_size),
+        profile=NormalizeProfile(unicode_form="NFKC" if nfkc else "NFC"), chunking=chunking
     )
 
 
 def settings_options(fn: F) -> F:
+    fn = click.option(
+        "--parent-size",
+        default=1600,
+        show_default=True,
+        help="parent-child: the parents' size (the text a hit is read in).",
+    )(fn)
+    fn = click.option(
+        "--strategy",
+        type=click.Choice(STRATEGY_NAMES),
+        default="window",
+        show_default=True,
+        help="How to cut chunks (docs/chunking.md).",
+    )(fn)
     fn = click.option("--nfkc", is_flag=True, help="Normalize with NFKC instead of NFC.")(fn)
     fn = click.option(
         "--min", "min_size", default=50, show_default=True, help="Shortest tail chunk."

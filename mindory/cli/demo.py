@@ -16,16 +16,17 @@ from rich.table import Table
 from rich.text import Text
 
 from mindory.library import ImportFailure, Library
-from mindory.search.hits import SearchResult
+from mindory.search.hits import Hit, SearchResult
 
-# (query, mode, book filter): span-like and paraphrased, English and Chinese, and a
-# two-character name the trigram index cannot look up by itself.
+# (query, mode, book filter): questions in a reader's own words (English; Chinese in
+# both scripts — the book is Traditional), a quote, and a two-character name.
 SEARCHES: tuple[tuple[str, str, str | None], ...] = (
+    ("why did the narrator decide to go swimming in the river", "hybrid", None),
     ("what are the Houses of Parliament used for now", "hybrid", None),
     ("April is the cruellest month", "hybrid", None),
+    ("新皇帝的年号叫什么", "hybrid", None),
     ("魏忠賢請客氏到私宅吃酒", "hybrid", None),
     ("客氏", "lexical", "qiaoshi"),
-    ("李自成夢見崇禎皇帝帶人來拿他", "vector", None),
 )
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -125,6 +126,7 @@ def _show(console: Console, result: SearchResult) -> None:
             highlight=False,
             markup=False,
         )
+        console.print(f"     “{_around(hit)}”", highlight=False, markup=False)
         words = Text("     matches: ")
         for m in hit.matches[:6]:
             words.append(m.text.replace("\r\n", " ").replace("\n", " "), style="bold yellow")
@@ -132,6 +134,16 @@ def _show(console: Console, result: SearchResult) -> None:
         if not hit.matches:
             words.append("— (no query word occurs in it)", style="dim")
         console.print(words)
+
+
+def _around(hit: Hit, width: int = 90) -> str:
+    """The hit's reader text around its first matched word, on one line."""
+    loc = hit.locator
+    text = " ".join(str(getattr(loc, "display", None) or loc.highlight).split())
+    first = hit.matches[0].text if hit.matches else ""
+    at = max(0, text.find(" ".join(first.split())) - width // 3) if first else 0
+    piece = text[at : at + width]
+    return ("…" if at else "") + piece + ("…" if at + width < len(text) else "")
 
 
 if __name__ == "__main__":

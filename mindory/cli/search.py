@@ -178,10 +178,11 @@ def _place_of(loc: Any) -> str:
 @click.option("--k", "k", default=10, show_default=True, help="Number of hits.")
 @click.option(
     "--mode",
-    type=click.Choice(["hybrid", "vector", "lexical"]),
+    type=click.Choice(["hybrid", "vector", "lexical", "words", "trigram"]),
     default="hybrid",
     show_default=True,
-    help="Fused ranks, vectors alone, or full-text search alone.",
+    help="Fused ranks; vectors alone; the two text indexes fused; the word index or the "
+    "trigram index alone.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
@@ -312,8 +313,11 @@ def locate(
     "--mode",
     "modes",
     multiple=True,
-    type=click.Choice(["hybrid", "vector", "lexical"]),
-    help="Modes to evaluate (repeat; default: all three).",
+    type=click.Choice(["hybrid", "vector", "lexical", "words", "trigram"]),
+    help="Modes to evaluate (repeat; default: hybrid, vector and lexical).",
+)
+@click.option(
+    "--within-book", is_flag=True, help="Search each query's own book only (not the library)."
 )
 @click.option("--details", is_flag=True, help="Show each query's ranks.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -323,6 +327,7 @@ def eval_(
     queries: Path,
     k: int,
     modes: Sequence[str],
+    within_book: bool,
     details: bool,
     as_json: bool,
 ) -> None:
@@ -330,7 +335,13 @@ def eval_(
     from mindory.search.evaluation import evaluate, load_queries
     from mindory.search.fusion import MODES
 
-    report = evaluate(library(ctx), load_queries(queries), k=k, modes=tuple(modes) or MODES)
+    report = evaluate(
+        library(ctx),
+        load_queries(queries),
+        k=k,
+        modes=tuple(modes) or MODES,
+        within_book=within_book,
+    )
     if as_json:
         print_json(report.to_json())
         return

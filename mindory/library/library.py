@@ -144,7 +144,7 @@ class Library:
         """The ``k`` best chunks for ``query``, each with its Locator and word matches
         (:func:`mindory.search.pipeline.search`)."""
         from mindory.search import pipeline
-        from mindory.search.fusion import CANDIDATES, RRF_K
+        from mindory.search.fusion import CANDIDATES
 
         return pipeline.search(
             self.state.services(),
@@ -154,7 +154,7 @@ class Library:
             book=book,
             section=section,
             weights=weights,
-            rrf_k=RRF_K if rrf_k is None else rrf_k,
+            rrf_k=rrf_k,
             candidates=CANDIDATES if candidates is None else candidates,
             page_size=page_size,
         )

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mindory.errors import MindoryError, NotFoundError
-from mindory.search.fusion import MODES, RRF_K
+from mindory.search.fusion import MODES
 
 if TYPE_CHECKING:
     from mindory.search.hits import Hit, SearchResult
@@ -309,7 +309,7 @@ def evaluate(
     k: int = 10,
     modes: Sequence[str] = MODES,
     weights: Mapping[str, float] | None = None,
-    rrf_k: int = RRF_K,
+    rrf_k: int | None = None,
     within_book: bool = False,
 ) -> EvalReport:
     """Run every query in every mode over the whole library (``within_book``: over its

@@ -1,4 +1,25 @@
-"""Fusion of ranked lists: reciprocal rank fusion, ``score = Σ_mode weight_mode / (k + rank_mode)``."""
+"""Fusion of ranked lists into one: score fusion (the default) or reciprocal rank fusion.
+
+**Score fusion** adds, per candidate, each list's score divided by that list's best (so
+its best is 1, a candidate it lacks 0; negative cosines count 0), times the list's
+weight. It
+keeps what ranks throw away: a vector neighbour with a clear margin counts more than one
+barely ahead. Equal-weight RRF, measured on the reader questions, gave back most of what
+the vectors added (docs/search.md), so RRF stays only for callers that ask for it
+(``rrf_k``).
+
+**Weights** come from the reader questions (``bench/bench_retrieval.py``), per embedder
+and per language of the query:
+
+* the word index is the backbone everywhere (weight 1);
+* the trigram index adds exact quotes and substrings in Chinese (0.4; 1 for a name of a
+  few characters, which the segmenter may cut into single characters) and costs English
+  and Japanese (0): its verbatim-quote promotion (:mod:`mindory.search.structure`) is
+  what it contributes there;
+* MiniLM's vectors add paraphrase to English questions (0.8); they know no Chinese or
+  Japanese (0, and such texts have no vector); the hashed n-grams only break ties (0.1
+  in alphabetic text, 0 in Chinese and Japanese); a model of the user's own gets 0.5.
+"""
 
 from __future__ import annotations
 
@@ -13,59 +34,99 @@ __all__ = [
     "RRF_K",
     "Fused",
     "Mode",
+    "fuse",
     "rrf",
     "weights_for",
 ]
 
-
 Mode = Literal["hybrid", "vector", "lexical"]
-
-
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "lexical")
 
-
-# words = the word index, lexical = the trigram index, vector = the embeddings. Set on
-# the reader questions (samples/queries/reader-questions.jsonl, bench/bench_retrieval.py):
-# the word index is the backbone; the trigram index adds exact quotes and substrings
-# (keyword and Chinese queries gain, nothing loses at half weight); the hashed vectors
-# only break ties (docs/search.md).
-DEFAULT_WEIGHTS: Mapping[str, float] = {"words": 1.0, "lexical": 0.5, "vector": 0.1}
-# The vector list's weight by embedder (its id's first word) and the query's script:
-# what each earned on the reader questions (docs/search.md). The hashed n-grams only
-# break ties in alphabetic text and lose to the word index in Chinese; MiniLM knows
-# English only (it gives Chinese and Japanese text no vector at all).
+# words = the word index, lexical = the trigram index, vector = the embeddings.
+DEFAULT_WEIGHTS: Mapping[str, float] = {"words": 1.0, "lexical": 0.0, "vector": 0.5}
+TRIGRAM_WEIGHTS: Mapping[str, float] = {"latin": 0.0, "zh": 0.4, "ja": 0.0}
+# A query of a name or two (at most this many Han / kana): the words segmenter may cut
+# it into single characters, the trigram index finds the string itself.
+SHORT_CJK_CHARS = 4
+SHORT_CJK_TRIGRAM_WEIGHT = 1.0
 VECTOR_WEIGHTS: Mapping[tuple[str, str], float] = {
+    ("minilm", "latin"): 0.8,
+    ("minilm", "zh"): 0.0,
+    ("minilm", "ja"): 0.0,
     ("hashed", "latin"): 0.1,
-    ("hashed", "cjk"): 0.0,
-    ("minilm", "latin"): 0.6,
-    ("minilm", "cjk"): 0.0,
+    ("hashed", "zh"): 0.0,
+    ("hashed", "ja"): 0.0,
 }
 OTHER_MODEL_WEIGHT = 0.5  # a model of the user's own (model2vec, fastembed, …)
-
-
-def weights_for(embedder_id: str | None, script: str = "latin") -> dict[str, float]:
-    """The fusion weights of a search whose vectors come from ``embedder_id``, for a
-    query mostly in ``script`` (``latin`` or ``cjk``)."""
-    out = dict(DEFAULT_WEIGHTS)
-    if embedder_id:
-        kind = embedder_id.split("-", 1)[0]
-        out["vector"] = VECTOR_WEIGHTS.get((kind, script), OTHER_MODEL_WEIGHT)
-    return out
-
-
 RRF_K = 10
+CANDIDATES = 50  # results taken from each list before fusion
 
 
-CANDIDATES = 50  # results taken from each mode before fusion
+def weights_for(
+    embedder_id: str | None, language: str = "latin", cjk_chars: int = 0
+) -> dict[str, float]:
+    """The fusion weights of a query in ``language`` (``latin``, ``zh`` or ``ja``) with
+    ``cjk_chars`` Han / kana characters, whose vectors come from ``embedder_id`` (None:
+    no vectors)."""
+    kind = embedder_id.split("-", 1)[0] if embedder_id else ""
+    trigram = TRIGRAM_WEIGHTS.get(language, 0.0)
+    if language != "latin" and 0 < cjk_chars <= SHORT_CJK_CHARS:
+        trigram = SHORT_CJK_TRIGRAM_WEIGHT
+    return {
+        "words": 1.0,
+        "lexical": trigram,
+        "vector": VECTOR_WEIGHTS.get((kind, language), OTHER_MODEL_WEIGHT) if kind else 0.0,
+    }
 
 
 @dataclass(frozen=True, slots=True)
 class Fused:
-    """One fused candidate: its RRF score and per-mode (rank from 1, raw score)."""
+    """One fused candidate: its fused score and per-list (rank from 1, raw score)."""
 
     id: int
     score: float
     ranks: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+
+
+def _ranks(
+    ranked: Mapping[str, Sequence[tuple[int, float]]],
+) -> dict[int, dict[str, tuple[int, float]]]:
+    ranks: dict[int, dict[str, tuple[int, float]]] = {}
+    for mode, items in ranked.items():
+        for r, (i, raw) in enumerate(items, start=1):
+            ranks.setdefault(i, {}).setdefault(mode, (r, raw))  # a duplicate counts once
+    return ranks
+
+
+def _order(
+    scores: Mapping[int, float], ranks: Mapping[int, Mapping[str, tuple[int, float]]]
+) -> list[Fused]:
+    # Ties go to the better best rank, then the smaller id: the order is deterministic.
+    order = sorted(scores, key=lambda i: (-scores[i], min(r for r, _ in ranks[i].values()), i))
+    return [Fused(i, scores[i], ranks[i]) for i in order]
+
+
+def fuse(
+    ranked: Mapping[str, Sequence[tuple[int, float]]],
+    weights: Mapping[str, float] | None = None,
+) -> list[Fused]:
+    """Score fusion of ``{list: [(id, raw score), …] best first}`` (see the module doc)."""
+    weights = weights if weights is not None else DEFAULT_WEIGHTS
+    ranks = _ranks(ranked)
+    scores: dict[int, float] = dict.fromkeys(ranks, 0.0)
+    for mode, items in ranked.items():
+        w = float(weights.get(mode, 0.0))
+        if not items or w <= 0:
+            continue
+        high = max(s for _, s in items)
+        if high <= 0:
+            continue
+        seen: set[int] = set()
+        for i, s in items:
+            if i not in seen:
+                seen.add(i)
+                scores[i] += w * max(0.0, s) / high
+    return _order(scores, ranks)
 
 
 def rrf(
@@ -73,20 +134,11 @@ def rrf(
     weights: Mapping[str, float] | None = None,
     k: int = RRF_K,
 ) -> list[Fused]:
-    """Reciprocal rank fusion of ``{mode: [(id, raw score), …] best first}``.
-
-    ``score = Σ weight / (k + rank)``; ties go to the better best rank, then the
-    smaller id, so the order is deterministic.
-    """
+    """Reciprocal rank fusion: ``score = Σ weight / (k + rank)``."""
     weights = weights if weights is not None else DEFAULT_WEIGHTS
-    scores: dict[int, float] = {}
-    ranks: dict[int, dict[str, tuple[int, float]]] = {}
-    for mode, items in ranked.items():
-        w = float(weights.get(mode, 0.0))
-        for r, (i, raw) in enumerate(items, start=1):
-            if i in ranks and mode in ranks[i]:
-                continue  # a duplicate id in one list counts once, at its best rank
-            scores[i] = scores.get(i, 0.0) + w / (k + r)
-            ranks.setdefault(i, {})[mode] = (r, raw)
-    order = sorted(scores, key=lambda i: (-scores[i], min(r for r, _ in ranks[i].values()), i))
-    return [Fused(i, scores[i], ranks[i]) for i in order]
+    ranks = _ranks(ranked)
+    scores: dict[int, float] = dict.fromkeys(ranks, 0.0)
+    for i, per_mode in ranks.items():
+        for mode, (r, _raw) in per_mode.items():
+            scores[i] += float(weights.get(mode, 0.0)) / (k + r)
+    return _order(scores, ranks)

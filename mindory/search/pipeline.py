@@ -22,17 +22,22 @@ from mindory.errors import MindoryError
 from mindory.reading.locate import DEFAULT_PAGE_SIZE
 from mindory.search.analysis import analyze
 from mindory.search.embedders import Embedder
-from mindory.search.fusion import CANDIDATES, RRF_K, Fused, rrf, weights_for
+from mindory.search.fusion import CANDIDATES, Fused, fuse, rrf, weights_for
 from mindory.search.hits import AlsoIn, SearchResult, build_hits
 from mindory.search.lexical import lexical_search, quote_holders, scan
 from mindory.search.minilm import CJK_LIMIT, cjk_share
 from mindory.search.structure import Candidate, arrange
 from mindory.search.vectors import VectorStore
-from mindory.search.words import language_of, query_terms
+from mindory.search.words import has_kana, language_of, query_terms
 from mindory.store.fts import Filters, has_words_table, words_search
 from mindory.store.places import PlaceCache
 from mindory.store.queries import candidate_rows, scope_languages, search_filters
-from mindory.store.vectors import EmbeddingState, chunk_ids_in, current_embedding_state
+from mindory.store.vectors import (
+    EmbeddingState,
+    chunk_ids_in,
+    current_chunk_count,
+    current_embedding_state,
+)
 
 __all__ = ["LISTS_OF", "SEARCH_MODES", "SearchServices", "search"]
 
@@ -72,7 +77,7 @@ def search(
     book: str | None = None,
     section: int | None = None,
     weights: Mapping[str, float] | None = None,
-    rrf_k: int = RRF_K,
+    rrf_k: int | None = None,
     candidates: int = CANDIDATES,
     page_size: int = DEFAULT_PAGE_SIZE,
 ) -> SearchResult:
@@ -101,11 +106,15 @@ def search(
     embedding: EmbeddingState | None = None
     uses = LISTS_OF[mode]
     quotes: list[int] = []
+    languages: list[str] = ["en"]
     with sv.engine.connect() as conn:
         filters = Filters()
         if book is not None:
             with Session(bind=conn) as s:
                 book_sha, filters = search_filters(s, book, section)
+        languages = sorted(
+            {language_of(tag, text) for tag, text in scope_languages(conn, filters.book_id)}
+        ) or ["en"]
         vector_part: Future[list[tuple[int, float]]] | None = None
         if "vector" in uses:
             embedding = current_embedding_state(conn)
@@ -126,7 +135,7 @@ def search(
         try:
             if "words" in uses and not terms.empty:
                 t = perf_counter()
-                found = _word_list(sv, conn, query, n, filters, warnings)
+                found = _word_list(sv, conn, query, languages, n, filters, warnings)
                 if found is not None:
                     lists["words"] = found
                 timings["words"] = 1000 * (perf_counter() - t)
@@ -145,13 +154,20 @@ def search(
             raise
         if vector_part is not None:
             lists["vector"] = vector_part.result()
+        without = int(timings.pop("chunks_without_vectors", 0))
+        if without:
+            warnings.append(
+                f"{without} chunk(s) have no vectors yet (mindory embed): they are found by "
+                "the word and trigram indexes only"
+            )
         if len(uses) > 1:
             if weights is None:
-                script = "cjk" if cjk_share(query) > CJK_LIMIT else "latin"
                 weights = weights_for(
-                    embedding.embedder_id if embedding is not None else None, script
+                    embedding.embedder_id if embedding is not None else None,
+                    _query_language(query, languages),
+                    sum(len(run) for run in terms.cjk_runs),
                 )
-            fused = rrf(lists, weights, rrf_k)
+            fused = fuse(lists, weights) if rrf_k is None else rrf(lists, weights, rrf_k)
         else:
             fused = [
                 Fused(i, raw, {mode: (r, raw)})
@@ -192,6 +208,7 @@ def _word_list(
     sv: SearchServices,
     conn: Connection,
     query: str,
+    languages: Sequence[str],
     n: int,
     filters: Filters,
     warnings: list[str],
@@ -205,10 +222,17 @@ def _word_list(
             f"{missing} chunk(s) have no word index yet (run mindory index): "
             "they are found by the trigram index and vectors only"
         )
-    languages = sorted(
-        {language_of(tag, text) for tag, text in scope_languages(conn, filters.book_id)}
-    )
-    return words_search(conn, query_terms(query, languages or ["en"]), limit=n, filters=filters)
+    return words_search(conn, query_terms(query, languages), limit=n, filters=filters)
+
+
+def _query_language(query: str, languages: Sequence[str]) -> str:
+    """``ja`` (kana, or Han searched in Japanese books only), ``zh`` (mostly Han), or
+    ``latin``: which fusion weights a query gets."""
+    if cjk_share(query) <= CJK_LIMIT:
+        return "latin"
+    if has_kana(query) or set(languages) == {"ja"}:
+        return "ja"
+    return "zh"
 
 
 def _arrange(
@@ -268,6 +292,10 @@ def vector_search(
     t = perf_counter()
     loaded = sv.vectors.ensure(conn, embedding)
     timings["index"] = 1000 * (perf_counter() - t)
+    without = current_chunk_count(conn) - len(loaded.index)
+    if without > 0:
+        # Search does not wait for embedding: what has no vector yet is found by words.
+        timings["chunks_without_vectors"] = float(without)
     if not np.any(qv):
         return []  # no features: every similarity would be 0
     t = perf_counter()

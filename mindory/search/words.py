@@ -41,6 +41,7 @@ import regex
 __all__ = [
     "ANALYSIS_VERSION",
     "fingerprint",
+    "has_kana",
     "language_of",
     "query_terms",
     "text_terms",
@@ -108,6 +109,11 @@ _WORD = regex.compile(r"[\p{L}\p{N}\p{M}]+", regex.V1)
 _HAS_WORD = re.compile(r"\w")
 _JA_DROP_POS = frozenset({"助詞", "助動詞", "補助記号", "空白", "記号"})
 _JA_MAX_CHARS = 12_000  # Sudachi refuses one input over 49,149 UTF-8 bytes
+
+
+def has_kana(text: str) -> bool:
+    """True when the text holds hiragana or katakana (Japanese, not Chinese)."""
+    return _KANA.search(text) is not None
 
 
 def language_of(tag: str | None, text: str = "") -> str:

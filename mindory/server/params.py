@@ -5,7 +5,7 @@ gets."""
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from fastapi import Path as PathParam
@@ -76,11 +76,27 @@ def safe_file_name(raw: str | None) -> str:
     return name
 
 
-def chunk_settings(size: int, overlap: int, min_size: int, nfkc: bool) -> Settings:
+Strategy = Literal["window", "paragraph", "structured", "parent-child", "dialogue"]
+
+
+def chunk_settings(
+    size: int,
+    overlap: int,
+    min_size: int,
+    nfkc: bool,
+    strategy: str = "window",
+    parent_size: int = 1600,
+) -> Settings:
     try:
         return Settings(
             profile=NormalizeProfile(unicode_form="NFKC" if nfkc else "NFC"),
-            chunking=ChunkSettings(size=size, overlap=overlap, min_size=min_size),
+            chunking=ChunkSettings(
+                strategy=strategy,
+                size=size,
+                overlap=overlap,
+                min_size=min_size,
+                parent_size=parent_size,
+            ),
         )
     except ValueError as exc:
         raise HTTPError(422, f"invalid chunk settings: {exc}", {"kind": "ValueError"}) from exc

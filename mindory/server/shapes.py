@@ -204,6 +204,8 @@ class FolderImportIn(BaseModel):
     overlap: int = Field(default=100, ge=0, le=50_000)
     min_size: int = Field(default=50, ge=0, le=100_000)
     nfkc: bool = False
+    strategy: Literal["window", "paragraph", "structured", "parent-child", "dialogue"] = "window"
+    parent_size: int = Field(default=1600, ge=20, le=100_000)
     copy_file: bool = Field(
         default=True, alias="copy", description="Store the bytes (true) or only the path."
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.engine import Connection
 
 from mindory.errors import MindoryError
@@ -126,3 +126,13 @@ def chunk_ids_in(conn: Connection, filters: Filters) -> np.ndarray:
     if filters.section_id is not None:
         q = q.where(ChunkRow.section_id == filters.section_id)
     return np.fromiter(conn.execute(q).scalars(), dtype=np.int64)
+
+
+def current_chunk_count(conn: Connection) -> int:
+    """How many chunks the current derivations hold (from the derivation rows: cheap)."""
+    found = conn.execute(
+        select(func.coalesce(func.sum(DerivationRow.chunk_count), 0)).where(
+            DerivationRow.is_current.is_(True)
+        )
+    ).scalar()
+    return int(found or 0)

@@ -22,6 +22,7 @@ from mindory.server.guard import RESOURCE_CSP, VERSION, MiB
 from mindory.server.params import (
     BookRef,
     ServerContext,
+    Strategy,
     chunk_settings,
     content_disposition,
     file_type,
@@ -74,6 +75,12 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
         overlap: Annotated[int, Query(ge=0, le=50_000)] = 100,
         min_size: Annotated[int, Query(ge=0, le=100_000, description="Shortest tail.")] = 50,
         nfkc: Annotated[bool, Query(description="Normalize with NFKC, not NFC.")] = False,
+        strategy: Annotated[
+            Strategy, Query(description="How to cut chunks (docs/chunking.md).")
+        ] = "window",
+        parent_size: Annotated[
+            int, Query(ge=20, le=100_000, description="parent-child: the parents' size.")
+        ] = 1600,
         replaces: Annotated[
             str | None,
             Form(
@@ -91,7 +98,7 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
         `GET /jobs/{id}` or `GET /jobs/{id}/events`. A file mindory refuses
         ends the job `failed`, naming the file; nothing is written then.
         """
-        settings = chunk_settings(size, overlap, min_size, nfkc)
+        settings = chunk_settings(size, overlap, min_size, nfkc, strategy, parent_size)
         old = lib.book(replaces).id if replaces is not None else None
         name = safe_file_name(file.filename)
         if uploads is not None:

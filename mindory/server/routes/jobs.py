@@ -106,7 +106,9 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
             raise NotFoundError(f"no file {body.path!r} in the library folder")
         if target.suffix.lower() not in BOOK_SUFFIXES:
             raise HTTPError(400, f"{body.path!r} is not an .epub or .txt file")
-        settings = chunk_settings(body.size, body.overlap, body.min_size, body.nfkc)
+        settings = chunk_settings(
+            body.size, body.overlap, body.min_size, body.nfkc, body.strategy, body.parent_size
+        )
         old = lib.book(body.replaces).id if body.replaces is not None else None
         job = jobs.submit(
             target,
