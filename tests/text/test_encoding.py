@@ -514,3 +514,219 @@ def test_property_round_trip_and_offsets(text: str, variant: str) -> None:
             offset = index.byte_offset(i)
             assert offset == len(bom) + len(text[:i].encode(codec))
             assert index.code_point(offset) == i
+
+
+# --- damaged UTF-8 (rule 5): UTF-8 with a few broken sequences is UTF-8, lossy ----------
+
+# 37 non-ASCII characters (Latin, CJK, an astral emoji), ASCII between them.
+DAMAGE_HEAD = (
+    "La naïve café de l’été, déjà vu : crème brûlée.\n\n"
+    "日本語の文章です。山路を登りながら考えた。\n\n"
+    "Un smiley 😀 et « guillemets » pour finir — voilà.\n\n"
+)
+DAMAGE_TAIL = "\n\nEncore du texte après : ça marche, n’est-ce pas ? 東京へ行く。\n"
+# kind -> (bad bytes, U+FFFDs that errors="replace" makes for them)
+DAMAGE_KINDS = {
+    "lone continuation 0x80": (b"\x80", 1),
+    "byte 0xFF": (b"\xff", 1),
+    "overlong C0 AF": (b"\xc0\xaf", 2),
+    "encoded surrogate ED A0 80": (b"\xed\xa0\x80", 3),
+    "cut-off sequence E6 97": (b"\xe6\x97", 1),  # the first two bytes of 日 (E6 97 A5)
+}
+
+
+def _damaged_file(kind: str, where: str) -> tuple[bytes, str, int]:
+    """(file bytes, expected decoded text, offset of the first bad byte)."""
+    bad, replacements = DAMAGE_KINDS[kind]
+    head = DAMAGE_HEAD.encode()
+    tail = DAMAGE_TAIL.encode() if where == "middle" else b""
+    expected = DAMAGE_HEAD + "\ufffd" * replacements + (DAMAGE_TAIL if where == "middle" else "")
+    return head + bad + tail, expected, len(head)
+
+
+def _check_chunk_bytes(data: bytes, text: str, index: ByteIndex, spans: list[tuple[int, int]]):
+    for start, end in spans:
+        b0, b1 = index.byte_offset(start), index.byte_offset(end)
+        assert data[b0:b1].decode("utf-8", "replace") == text[start:end], (start, end)
+
+
+@pytest.mark.parametrize("where", ["middle", "end"])
+@pytest.mark.parametrize("kind", list(DAMAGE_KINDS))
+def test_damaged_utf8_is_utf8_lossy(kind: str, where: str) -> None:
+    data, expected, first_bad = _damaged_file(kind, where)
+    bad, replacements = DAMAGE_KINDS[kind]
+    decoded = decode_bytes(data)
+    assert decoded.encoding == "utf-8"
+    assert decoded.text == expected
+    assert decoded.text == data.decode("utf-8", "replace")
+    assert "naïve café" in decoded.text and "日本語" in decoded.text  # no mojibake
+    assert decoded.lossy
+    assert decoded.bad_bytes == len(bad)
+    assert decoded.bad_sequences == replacements
+    assert decoded.first_bad_byte == first_bad
+    cp = len(DAMAGE_HEAD)
+    assert decoded.replacements[0][:2] == (cp, first_bad)
+    assert decoded.replacements[-1][2] == first_bad + len(bad)
+    for every in (1, 5, 4096):
+        index = ByteIndex(data, decoded, checkpoint_every=every)
+        assert index.byte_offset(cp) == first_bad
+        assert index.byte_offset(cp + replacements) == first_bad + len(bad)
+        assert index.byte_offset(len(decoded.text)) == len(data)
+        for b in range(first_bad, first_bad + len(bad)):
+            assert decoded.text[index.code_point(b)] == "\ufffd"
+        n = len(decoded.text)
+        _check_chunk_bytes(data, decoded.text, index, [(0, p) for p in range(n + 1)])
+        _check_chunk_bytes(data, decoded.text, index, [(p, n) for p in range(n + 1)])
+
+
+@pytest.mark.parametrize("where", ["middle", "end"])
+@pytest.mark.parametrize("kind", list(DAMAGE_KINDS))
+def test_damaged_utf8_book_chunks_have_exact_bytes(kind: str, where: str, tmp_path: Path) -> None:
+    from mindory.importers import load_book
+    from mindory.text.chunking import chunk_book
+    from mindory.text.records import ChunkSettings, Settings
+
+    data, expected, first_bad = _damaged_file(kind, where)
+    path = tmp_path / "damaged.txt"
+    path.write_bytes(data)
+    book = load_book(path)
+    assert (book.encoding, book.lossy) == ("utf-8", True)
+    assert book.bad_bytes == len(DAMAGE_KINDS[kind][0])
+    assert book.first_bad_byte == first_bad
+    assert book.source.text == expected
+    assert any("U+FFFD" in w and f"first at byte {first_bad}" in w for w in book.warnings)
+    settings = Settings(chunking=ChunkSettings(size=24, overlap=8, min_size=4))
+    chunks = chunk_book(book, settings)
+    assert len(chunks) > 5
+    index = book.source.bytes_index
+    spans = [(c.source_start, c.source_end) for c in chunks]
+    _check_chunk_bytes(data, book.source.text, index, spans)
+    # The chunk holding the damage carries the U+FFFD(s) and exactly the bad bytes.
+    holding = [c for c in chunks if c.source_start <= len(DAMAGE_HEAD) < c.source_end]
+    assert holding and all("\ufffd" in c.text for c in holding)
+    for c in holding:
+        b0, b1 = index.byte_offset(c.source_start), index.byte_offset(c.source_end)
+        assert b0 <= first_bad and b1 >= first_bad + 1
+
+
+def test_legacy_file_with_some_valid_utf8_pairs_stays_cp1252() -> None:
+    # "ß“" is DF 93 in cp1252: a well-formed UTF-8 sequence (U+07D3) by accident,
+    # ten of them; but „ (ten), the ß of "heißt" (five) and ö ß ä ü (four) are 19
+    # ill-formed pieces: far from 8 valid per invalid.
+    text = "Er rief „Gruß“, sie heißt „Spaß“. " * 5 + "Größe, Bäcker, früh.\r\n"
+    data = text.encode("cp1252")
+    as_utf8 = data.decode("utf-8", "replace")
+    assert as_utf8.count("\u07d3") == 10
+    assert as_utf8.count("\ufffd") == 19
+    decoded = decode_bytes(data)
+    assert decoded.encoding == "cp1252"
+    assert decoded.text == text
+    assert not decoded.lossy
+
+
+@pytest.mark.parametrize(
+    ("valid", "invalid", "utf8"),
+    [
+        (8, 1, True),  # 8 per invalid: enough
+        (7, 1, False),  # one short: a legacy codec judges it
+        (16, 2, True),
+        (15, 2, False),
+    ],
+)
+def test_damaged_utf8_threshold(valid: int, invalid: int, utf8: bool) -> None:
+    data = ("word é " * valid).encode() + b"end \xff" * invalid + b".\r\n"
+    decoded = decode_bytes(data)
+    assert (decoded.encoding == "utf-8") is utf8
+    assert decoded.lossy is utf8
+
+
+@pytest.mark.parametrize(("valid", "utf8"), [(4, True), (3, False)])
+def test_truncated_utf8_needs_four_valid_sequences(valid: int, utf8: bool) -> None:
+    # A sequence cut off at the end is a valid prefix, not evidence against UTF-8:
+    # only the minimum of 4 valid sequences applies.
+    data = "日本語で".encode()[: 3 * valid] + "日".encode()[:2]
+    decoded = decode_bytes(data)
+    assert (decoded.encoding == "utf-8") is utf8
+    if utf8:
+        assert decoded.text == "日本語で"[:valid] + "\ufffd"
+        assert (decoded.bad_bytes, decoded.first_bad_byte) == (2, 3 * valid)
+
+
+def test_legacy_text_ending_in_a_lead_byte_is_not_truncated_utf8() -> None:
+    # "café" in latin-1 ends in E9, a valid start of a 3-byte UTF-8 sequence.
+    decoded = decode_bytes(b"un caf\xe9")
+    assert decoded.encoding in {"latin-1", "cp1252"}
+    assert decoded.text == "un café"
+
+
+def test_damaged_utf8_after_bom_counts_the_bom() -> None:
+    data = codecs.BOM_UTF8 + "中文".encode() + b"\xc0\xaf" + "é".encode()
+    decoded = decode_bytes(data)
+    assert (decoded.encoding, decoded.text) == ("utf-8", "中文\ufffd\ufffdé")
+    assert (decoded.bad_bytes, decoded.bad_sequences, decoded.first_bad_byte) == (2, 2, 9)
+
+
+# Characters that are never valid anywhere in UTF-8: each corrupts the character it hits.
+NEVER_UTF8 = [0xC0, 0xC1, *range(0xF5, 0x100)]
+NON_ASCII_CHARS = st.characters(min_codepoint=0x80, exclude_categories=("Cs", "Cc"))
+WORDS = st.text(alphabet="abcdefghij ,.\n", max_size=5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pieces=st.lists(st.tuples(WORDS, NON_ASCII_CHARS), min_size=130, max_size=220),
+    hits=st.lists(
+        st.tuples(st.integers(min_value=0), st.sampled_from(NEVER_UTF8), st.booleans()),
+        min_size=1,
+        max_size=3,
+    ),
+    cut=st.integers(min_value=0, max_value=2),
+    data_draw=st.data(),
+)
+def test_property_damaged_utf8_still_utf8(
+    pieces: list[tuple[str, str]],
+    hits: list[tuple[int, int, bool]],
+    cut: int,
+    data_draw: st.DataObject,
+) -> None:
+    text = "x" + "".join(w + ch for w, ch in pieces) + "語"  # "x": no U+FEFF first (a BOM)
+    encoded = text.encode()
+    starts = [0]  # byte start of every character, and the end
+    for ch in text:
+        starts.append(starts[-1] + len(ch.encode()))
+    char_at = {b: k for k in range(len(text)) for b in range(starts[k], starts[k + 1])}
+    corrupt = bytearray(encoded)
+    bad_chars: set[int] = set()
+    inserted = []
+    for offset, byte, insert in hits:
+        q = offset % len(encoded)
+        if insert:  # a stray continuation byte between two characters
+            k = char_at[q]
+            inserted.append((starts[k], 0x80 | (byte & 0x3F)))
+        else:
+            corrupt[q] = byte
+            bad_chars.add(char_at[q])
+    if cut:
+        del corrupt[len(corrupt) - cut :]  # "語" (3 bytes) loses its last byte(s)
+        bad_chars.add(len(text) - 1)
+    for at, byte in sorted(inserted, reverse=True):
+        corrupt.insert(at, byte)
+    data = bytes(corrupt)
+    decoded = decode_bytes(data)
+    assert decoded.encoding == "utf-8"
+    assert decoded.lossy
+    assert decoded.text == data.decode("utf-8", "replace")
+    first = min([starts[k] for k in bad_chars] + [at for at, _ in inserted])
+    assert decoded.first_bad_byte == first
+    last_len = len(text[-1].encode()) - cut if cut else 3
+    assert decoded.bad_bytes == sum(
+        len(text[k].encode()) if k != len(text) - 1 else last_len for k in bad_chars
+    ) + len(inserted)
+    index = ByteIndex(data, decoded, checkpoint_every=data_draw.draw(st.sampled_from([7, 4096])))
+    n = len(decoded.text)
+    for _ in range(10):
+        a = data_draw.draw(st.integers(min_value=0, max_value=n))
+        b = data_draw.draw(st.integers(min_value=a, max_value=n))
+        start, end = index.byte_offset(a), index.byte_offset(b)
+        assert data[start:end].decode("utf-8", "replace") == decoded.text[a:b]
+        assert index.code_point(start) == a
