@@ -47,10 +47,11 @@ from mindory.search.evaluation import EvalQuery, load_queries, locate_answer  # 
 from mindory.search.lexical import lexical_search  # noqa: E402
 from mindory.search.pipeline import vector_search  # noqa: E402
 from mindory.search.structure import Candidate, arrange  # noqa: E402
-from mindory.store.fts import Filters, words_search  # noqa: E402
+from mindory.store.fts import Filters  # noqa: E402
 from mindory.store.models import BookRow, ChunkRow, DerivationRow, SectionRow  # noqa: E402
 from mindory.store.queries import candidate_rows  # noqa: E402
 from mindory.store.vectors import EmbeddingState  # noqa: E402
+from mindory.store.words_fts import words_search  # noqa: E402
 
 DEPTH = 100  # candidates taken from each list
 K = 10
@@ -85,6 +86,9 @@ def grouped(queries: Sequence[EvalQuery], ranks: Sequence[int | None]) -> dict[s
         lang = "zh" if (q.lang or "").startswith("zh") else (q.lang or "?")
         groups[f"lang:{lang}"].append(r)
         groups[f"lang:{q.lang}"].append(r)
+        if q.pair is not None:
+            # The same question in both scripts: each side of the pairs on its own.
+            groups[f"pair:{q.lang}"].append(r)
     return {name: metrics(rs) for name, rs in sorted(groups.items())}
 
 
@@ -401,7 +405,7 @@ def main() -> None:
             results[f"{scope}:{name}"] = run(
                 name, lambda ls, q, n=name: [i for i, _ in ls[n]], scope, arranged
             )
-        for label, fusion in fusion_variants(specs).items():
+        for label, fusion in fusion_variants(specs, candidates).items():
             results[f"{scope}:{label}"] = run(label, fusion, scope)
     out["results"] = results
     print_table(results)
@@ -410,19 +414,39 @@ def main() -> None:
 
 
 def shipped(
-    spec: str | None, queries_lang: Callable[[EvalQuery], str], with_vectors: bool = True
+    spec: str | None,
+    queries_lang: Callable[[EvalQuery], str],
+    with_vectors: bool = True,
+    texts: Mapping[int, Candidate] | None = None,
 ) -> Callable[[Mapping[str, Ranked], EvalQuery], list[int]]:
     """mindory's own fusion (mindory.search.fusion): score fusion, weights by the query's
-    language and the embedder."""
+    language and the embedder, the phrase bonus (mindory.search.phrases) over ``texts``."""
     from mindory.search.fusion import fuse, weights_for
+    from mindory.search.phrases import is_keyword_list, with_phrase_bonus, words_of
 
     def rank(ls: Mapping[str, Ranked], q: EvalQuery) -> list[int]:
         cjk = sum(len(r) for r in analyze(q.query).cjk_runs)
-        w = weights_for(spec_id(spec) if with_vectors and spec else None, queries_lang(q), cjk)
+        language = queries_lang(q)
+        vectors = bool(with_vectors and spec)
+        w = weights_for(
+            spec_id(spec) if vectors and spec else None,
+            language,
+            cjk,
+            keyword_list=is_keyword_list(q.query),
+        )
         lists = {"words": ls["words"], "lexical": ls["trigram"]}
-        if with_vectors and spec:
+        if vectors and spec:
             lists["vector"] = ls[spec]
-        return [f.id for f in fuse(lists, w)]
+        fused = fuse(lists, w)
+        if vectors and w["vector"] > 0 and language == "latin" and texts is not None:
+            pool = fused[:100]
+            order = with_phrase_bonus(
+                [f.score for f in pool],
+                [texts[f.id].text if f.id in texts else None for f in pool],
+                words_of(q.query),
+            )
+            return [pool[n].id for n in order]
+        return [f.id for f in fused]
 
     return rank
 
@@ -432,7 +456,7 @@ def spec_id(spec: str) -> str:
 
 
 def fusion_variants(
-    specs: Sequence[str],
+    specs: Sequence[str], texts: Mapping[int, Candidate] | None = None
 ) -> dict[str, Callable[[Mapping[str, Ranked], EvalQuery], list[int]]]:
     def lang(q: EvalQuery) -> str:
         if (q.lang or "").startswith("zh"):
@@ -444,27 +468,30 @@ def fusion_variants(
         "rrf(words,trigram) equal": lambda ls, q: rrf(ls, {"words": 1.0, "trigram": 1.0}),
     }
     for spec in specs:
-        variants[f"mindory hybrid ({spec})"] = shipped(spec, lang)
+        variants[f"mindory hybrid ({spec})"] = shipped(spec, lang, texts=texts)
         variants[f"rrf(words,{spec}) equal"] = lambda ls, q, s=spec: rrf(ls, {"words": 1.0, s: 1.0})
     return variants
 
 
 def print_table(results: Mapping[str, Mapping[str, Any]]) -> None:
     cols = [
-        "all",
-        "kind:paraphrase",
-        "kind:keyword",
-        "kind:context",
-        "lang:en",
-        "lang:zh",
-        "lang:ja",
-        "lang:zh-Hans",
-        "lang:zh-Hant",
+        ("all", "MRR", "all"),
+        ("kind:paraphrase", "MRR", "paraphr"),
+        ("kind:keyword", "MRR", "keyword"),
+        ("kind:context", "MRR", "context"),
+        ("lang:en", "MRR", "en"),
+        ("lang:zh", "MRR", "zh"),
+        ("lang:ja", "MRR", "ja"),
+        ("pair:zh-Hant", "MRR", "pair Hant"),
+        ("pair:zh-Hans", "MRR", "pair Hans"),
+        ("all", "R@10", "R@10"),
+        ("kind:paraphrase", "R@10", "para R@10"),
+        ("kind:keyword", "R@10", "kw R@10"),
     ]
-    print(f"{'method':48}" + "".join(f"{c.split(':')[-1][:10]:>11}" for c in cols) + "   R@10 all")
+    print(f"{'method':44}" + "".join(f"{label:>10}" for _, _, label in cols))
     for name, groups in results.items():
-        cells = "".join(f"{groups.get(c, {}).get('MRR', float('nan')):11.3f}" for c in cols)
-        print(f"{name[:48]:48}{cells}   {groups['all']['R@10']:.3f}")
+        cells = "".join(f"{groups.get(c, {}).get(m, float('nan')):10.3f}" for c, m, _ in cols)
+        print(f"{name[:44]:44}{cells}")
 
 
 if __name__ == "__main__":

@@ -94,6 +94,7 @@ class EvalQuery:
     book_sha256: str | None = None  # the book by content, whatever its file is called
     lang: str | None = None  # the query's language (reported per language)
     id: str | None = None
+    pair: str | None = None  # the id of the same question in the other script (zh)
 
 
 def load_queries(path: str | os.PathLike[str]) -> list[EvalQuery]:
@@ -156,6 +157,7 @@ def load_queries(path: str | os.PathLike[str]) -> list[EvalQuery]:
                 book_sha256=sha,
                 lang=str(lang) if lang is not None else None,
                 id=str(qid) if qid is not None else None,
+                pair=str(doc["pair"]) if doc.get("pair") is not None else None,
             )
         )
     if not out:

@@ -17,8 +17,13 @@ and per language of the query:
   and Japanese (0): its verbatim-quote promotion (:mod:`mindory.search.structure`) is
   what it contributes there;
 * MiniLM's vectors add paraphrase to English questions (0.8); they know no Chinese or
-  Japanese (0, and such texts have no vector); the hashed n-grams only break ties (0.1
-  in alphabetic text, 0 in Chinese and Japanese); a model of the user's own gets 0.5.
+  Japanese (0, and such texts have no vector); the hashed n-grams add nothing on reader
+  questions (0.1 cost paraphrase MRR 0.005 against lexical alone: 0, so hybrid search
+  with hashed vectors is lexical search); a model of the user's own gets 0.5;
+* a list of keywords trusts its vector less (0.2 at most): its words are the book's.
+
+After fusion, hybrid search adds a bonus for a phrase of the query the chunk holds
+word for word (:mod:`mindory.search.phrases`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+from mindory.search.phrases import KEYWORD_VECTOR_WEIGHT
 
 __all__ = [
     "CANDIDATES",
@@ -53,7 +60,7 @@ VECTOR_WEIGHTS: Mapping[tuple[str, str], float] = {
     ("minilm", "latin"): 0.8,
     ("minilm", "zh"): 0.0,
     ("minilm", "ja"): 0.0,
-    ("hashed", "latin"): 0.1,
+    ("hashed", "latin"): 0.0,
     ("hashed", "zh"): 0.0,
     ("hashed", "ja"): 0.0,
 }
@@ -63,20 +70,23 @@ CANDIDATES = 50  # results taken from each list before fusion
 
 
 def weights_for(
-    embedder_id: str | None, language: str = "latin", cjk_chars: int = 0
+    embedder_id: str | None,
+    language: str = "latin",
+    cjk_chars: int = 0,
+    keyword_list: bool = False,
 ) -> dict[str, float]:
     """The fusion weights of a query in ``language`` (``latin``, ``zh`` or ``ja``) with
     ``cjk_chars`` Han / kana characters, whose vectors come from ``embedder_id`` (None:
-    no vectors)."""
+    no vectors). A ``keyword_list`` (:func:`mindory.search.phrases.is_keyword_list`)
+    trusts its vector less."""
     kind = embedder_id.split("-", 1)[0] if embedder_id else ""
     trigram = TRIGRAM_WEIGHTS.get(language, 0.0)
     if language != "latin" and 0 < cjk_chars <= SHORT_CJK_CHARS:
         trigram = SHORT_CJK_TRIGRAM_WEIGHT
-    return {
-        "words": 1.0,
-        "lexical": trigram,
-        "vector": VECTOR_WEIGHTS.get((kind, language), OTHER_MODEL_WEIGHT) if kind else 0.0,
-    }
+    vector = VECTOR_WEIGHTS.get((kind, language), OTHER_MODEL_WEIGHT) if kind else 0.0
+    if keyword_list and language == "latin":
+        vector = min(vector, KEYWORD_VECTOR_WEIGHT)
+    return {"words": 1.0, "lexical": trigram, "vector": vector}
 
 
 @dataclass(frozen=True, slots=True)

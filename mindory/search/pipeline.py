@@ -26,10 +26,11 @@ from mindory.search.fusion import CANDIDATES, Fused, fuse, rrf, weights_for
 from mindory.search.hits import AlsoIn, SearchResult, build_hits
 from mindory.search.lexical import lexical_search, quote_holders, scan
 from mindory.search.minilm import CJK_LIMIT, cjk_share
+from mindory.search.phrases import is_keyword_list, with_phrase_bonus, words_of
 from mindory.search.structure import Candidate, arrange
 from mindory.search.vectors import VectorStore
 from mindory.search.words import has_kana, language_of, query_terms
-from mindory.store.fts import Filters, has_words_table, words_search
+from mindory.store.fts import Filters
 from mindory.store.places import PlaceCache
 from mindory.store.queries import candidate_rows, scope_languages, search_filters
 from mindory.store.vectors import (
@@ -38,6 +39,7 @@ from mindory.store.vectors import (
     current_chunk_count,
     current_embedding_state,
 )
+from mindory.store.words_fts import has_words_table, words_search
 
 __all__ = ["LISTS_OF", "SEARCH_MODES", "SearchServices", "search"]
 
@@ -107,6 +109,7 @@ def search(
     uses = LISTS_OF[mode]
     quotes: list[int] = []
     languages: list[str] = ["en"]
+    query_language = "latin"
     with sv.engine.connect() as conn:
         filters = Filters()
         if book is not None:
@@ -115,6 +118,7 @@ def search(
         languages = sorted(
             {language_of(tag, text) for tag, text in scope_languages(conn, filters.book_id)}
         ) or ["en"]
+        query_language = _query_language(query, languages)
         vector_part: Future[list[tuple[int, float]]] | None = None
         if "vector" in uses:
             embedding = current_embedding_state(conn)
@@ -132,17 +136,30 @@ def search(
                 lists["vector"] = vector_search(
                     sv, conn, embedding, terms.query, n, filters, timings
                 )
+        if len(uses) > 1 and weights is None:
+            weights = weights_for(
+                embedding.embedder_id if embedding is not None else None,
+                query_language,
+                sum(len(run) for run in terms.cjk_runs),
+                keyword_list=is_keyword_list(query),
+            )
+        words_complete = False
         try:
             if "words" in uses and not terms.empty:
                 t = perf_counter()
                 found = _word_list(sv, conn, query, languages, n, filters, warnings)
                 if found is not None:
                     lists["words"] = found
+                    words_complete = not sv.words_missing(conn)
                 timings["words"] = 1000 * (perf_counter() - t)
             if "lexical" in uses and not terms.empty:
                 t = perf_counter()
                 if sv.has_fts(conn):
-                    lists["lexical"] = lexical_search(conn, terms, limit=n, filters=filters)
+                    # A trigram list fusion gives no weight is not asked for (English
+                    # and Japanese: ~20 ms at 100k chunks), unless the word index
+                    # cannot stand in for it; its verbatim quotes are always looked for.
+                    if not words_complete or weights is None or weights.get("lexical", 0) > 0:
+                        lists["lexical"] = lexical_search(conn, terms, limit=n, filters=filters)
                     quotes = quote_holders(conn, terms, filters=filters)
                 else:
                     lists["lexical"] = scan(conn, terms, limit=n, filters=filters)
@@ -161,12 +178,6 @@ def search(
                 "the word and trigram indexes only"
             )
         if len(uses) > 1:
-            if weights is None:
-                weights = weights_for(
-                    embedding.embedder_id if embedding is not None else None,
-                    _query_language(query, languages),
-                    sum(len(run) for run in terms.cjk_runs),
-                )
             fused = fuse(lists, weights) if rrf_k is None else rrf(lists, weights, rrf_k)
         else:
             fused = [
@@ -174,7 +185,15 @@ def search(
                 for r, (i, raw) in enumerate(lists.get(uses[0], []), start=1)
             ]
         t = perf_counter()
-        top, also, apparatus = _arrange(conn, fused, k, quotes)
+        # The phrase bonus offsets the vectors' pull towards paraphrase (phrases.py):
+        # only where vectors take part.
+        vector_weight = float((weights or {}).get("vector", 0.0)) if len(uses) > 1 else 0.0
+        phrase_words = (
+            words_of(query)
+            if lists.get("vector") and vector_weight > 0 and query_language == "latin"
+            else []
+        )
+        top, also, apparatus = _arrange(conn, fused, k, quotes, phrase_words)
         timings["arrange"] = 1000 * (perf_counter() - t)
         t = perf_counter()
         hits = build_hits(
@@ -236,15 +255,24 @@ def _query_language(query: str, languages: Sequence[str]) -> str:
 
 
 def _arrange(
-    conn: Connection, fused: list[Fused], k: int, quotes: Sequence[int] = ()
+    conn: Connection,
+    fused: list[Fused],
+    k: int,
+    quotes: Sequence[int] = (),
+    phrase_words: Sequence[str] = (),
 ) -> tuple[list[Fused], dict[int, list[AlsoIn]], dict[int, str | None]]:
     """The first ``k`` of the fused list with verbatim quotes first, apparatus after the
-    body and duplicates folded (:func:`mindory.search.structure.arrange`)."""
+    body and duplicates folded (:func:`mindory.search.structure.arrange`); with
+    ``phrase_words``, a phrase of the query held word for word counts first
+    (:mod:`mindory.search.phrases`)."""
     pool = fused[: max(3 * k, CANDIDATES)]
     by_id = {f.id: f for f in pool}
     for i in quotes:
         by_id.setdefault(i, Fused(i, 0.0, {}))
     rows = candidate_rows(conn, list(by_id))
+    if phrase_words:
+        texts = [str(rows[f.id][2]) if f.id in rows else None for f in pool]
+        pool = [pool[n] for n in with_phrase_bonus([f.score for f in pool], texts, phrase_words)]
     candidates = {i: Candidate.of(i, r[5], r[2], r[4] or "") for i, r in rows.items()}
     order, folded = arrange([f.id for f in pool], candidates, quotes)
     top = [by_id[i] for i in order[:k]]

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import bindparam, case, func, literal, or_, select, text
 from sqlalchemy.engine import Connection
 
-from mindory.store.models import FTS_TABLE, TERMS_FTS_TABLE, ChunkRow, DerivationRow
+from mindory.store.models import FTS_TABLE, ChunkRow, DerivationRow
 
 __all__ = [
     "MAX_EXPANSIONS",
@@ -172,50 +172,6 @@ def scan_search(
     return [(int(i), float(s)) for i, s in conn.execute(q)]
 
 
-def words_search(
-    conn: Connection, terms: Sequence[str], *, limit: int, filters: Filters | None = None
-) -> list[tuple[int, float]]:
-    """``(chunk row id, -bm25)`` best first over current derivations: the word index
-    (``chunk_terms_fts``) for analysed query terms, any of them (OR)."""
-    filters = filters or Filters()
-    if not terms:
-        return []
-    expression = " OR ".join(fts_quote(t) for t in dict.fromkeys(terms))
-    where = ["d.is_current = 1"]
-    params: dict[str, Any] = {"q": expression, "n": limit}
-    if filters.book_id is not None:
-        where.append("d.book_id = :book")
-        params["book"] = filters.book_id
-    if filters.section_id is not None:
-        where.append("c.section_id = :section")
-        params["section"] = filters.section_id
-    if filters.book_id is None and filters.section_id is None:
-        # Rank in the FTS table alone, then keep the current chunks among the first few.
-        wide = 3 * limit
-        ranked = [
-            (int(i), -float(s))
-            for i, s in conn.execute(
-                text(
-                    f"SELECT rowid, bm25({TERMS_FTS_TABLE}) AS s FROM {TERMS_FTS_TABLE} "
-                    f"WHERE {TERMS_FTS_TABLE} MATCH :q ORDER BY s LIMIT :n"
-                ),
-                {"q": expression, "n": wide},
-            )
-        ]
-        current = set(conn.execute(_CURRENT_OF, {"ids": [i for i, _ in ranked]}).scalars())
-        kept = [(i, s) for i, s in ranked if i in current]
-        if len(kept) >= limit or len(ranked) < wide:
-            return kept[:limit]
-    sql = (
-        f"SELECT f.rowid, bm25({TERMS_FTS_TABLE}) AS s FROM {TERMS_FTS_TABLE} AS f "
-        "JOIN chunks AS c ON c.id = f.rowid "
-        "JOIN derivations AS d ON d.id = c.derivation_id "
-        f"WHERE {TERMS_FTS_TABLE} MATCH :q AND {' AND '.join(where)} "
-        "ORDER BY s LIMIT :n"
-    )
-    return [(int(i), -float(s)) for i, s in conn.execute(text(sql), params)]
-
-
 _MISSING_TERMS = text(
     "SELECT count(*) FROM chunks AS c JOIN derivations AS d ON d.id = c.derivation_id "
     "LEFT JOIN chunk_terms AS t ON t.chunk_id = c.id "
@@ -226,15 +182,6 @@ _MISSING_TERMS = text(
 def chunks_without_terms(conn: Connection) -> int:
     """How many chunks of current derivations have no word index entry."""
     return int(conn.execute(_MISSING_TERMS).scalar() or 0)
-
-
-def has_words_table(conn: Connection) -> bool:
-    """True when the database has the FTS5 word index (SQLite with revision 0004)."""
-    return bool(
-        conn.exec_driver_sql(
-            "SELECT 1 FROM sqlite_master WHERE name = ?", (TERMS_FTS_TABLE,)
-        ).first()
-    )
 
 
 _CURRENT_DERIVATIONS = text("SELECT id FROM derivations WHERE is_current = 1 ORDER BY id")

@@ -116,3 +116,25 @@ def test_unknown_book_is_a_clear_error(tmp_path: Path, lib: Library) -> None:
     path.write_text('{"query": "q", "book": "moby-dick.epub", "answer": "whale"}\n', "utf-8")
     with pytest.raises(MindoryError, match="import the book first"):
         evaluate(lib, load_queries(path))
+
+
+def test_reader_questions_hybrid_is_never_below_either_mode_per_kind(lib: Library) -> None:
+    """The hand-written reader questions on the bundled samples (found by content hash:
+    the set names the corpus files): per kind of question, hybrid is at least as good
+    as the better of lexical and vector alone."""
+    import hashlib
+
+    shas = {hashlib.sha256(p.read_bytes()).hexdigest() for p in SAMPLES.iterdir() if p.is_file()}
+    queries = [
+        q
+        for q in load_queries(SAMPLES / "queries" / "reader-questions.jsonl")
+        if q.book_sha256 in shas
+    ]
+    assert len(queries) >= 40
+    report = evaluate(lib, queries)
+    assert report.missing == ()
+    for kind in ("paraphrase", "keyword", "context"):
+        m = report.groups[f"kind:{kind}"]
+        assert m["hybrid"].mrr >= max(m["lexical"].mrr, m["vector"].mrr), {
+            mode: x.to_json() for mode, x in m.items()
+        }
