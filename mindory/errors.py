@@ -34,3 +34,12 @@ class LimitError(BookFormatError):
 
 class NotFoundError(MindoryError):
     """A book, section, chunk or highlight that does not exist."""
+
+
+class ConflictError(MindoryError):
+    """A write that lost to a newer one (an older reading position): nothing was written.
+    ``current`` is the JSON of what stands (the HTTP API answers it with 409)."""
+
+    def __init__(self, message: str, *, current: object = None) -> None:
+        super().__init__(message)
+        self.current = current

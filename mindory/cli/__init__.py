@@ -26,10 +26,20 @@ __all__ = ["COMMANDS", "main"]
 # name -> (module, attribute, the short help `mindory --help` shows without importing it;
 # tests/cli/test_cli.py checks each equals the command's own).
 COMMANDS: dict[str, tuple[str, str, str]] = {
+    "annotations": (
+        "mindory.cli.annotations",
+        "annotations_group",
+        "Export or import your highlights as W3C Web Annotations (JSON-LD).",
+    ),
     "blocks": (
         "mindory.cli.books",
         "blocks",
         "Show a section's render blocks (paragraphs, headings, ...), a page at a time.",
+    ),
+    "bookmarks": (
+        "mindory.cli.readers",
+        "bookmarks",
+        "List your bookmarks in BOOK, add one (--add ...) or delete one (--delete ID).",
     ),
     "books": ("mindory.cli.books", "books", "List the books in the library."),
     "chunk": (
@@ -54,6 +64,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "export",
         "Export a book as JSON lines: book, TOC, sections (texts and maps), blocks, chunks.",
     ),
+    "highlight": (
+        "mindory.cli.annotations",
+        "highlight",
+        "Add a highlight by quote (through quote calibration) or delete one.",
+    ),
+    "highlights": (
+        "mindory.cli.annotations",
+        "highlights",
+        "List your highlights in BOOK, in reading order (orphans last).",
+    ),
     "import": (
         "mindory.cli.books",
         "import_",
@@ -67,7 +87,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "locate": (
         "mindory.cli.search",
         "locate",
-        "Where a place is: a CFI or a section offset → section, block, page, chunks.",
+        "Where a place is: a CFI or an offset → section, block, page, chunks.",
+    ),
+    "position": (
+        "mindory.cli.readers",
+        "position",
+        "Show where you are in BOOK, or set it (--set CFI, or --section N --offset N).",
     ),
     "search": (
         "mindory.cli.search",
@@ -93,6 +118,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "mindory.cli.evidence",
         "sweep_command",
         "Measure recall@k, MRR and answer completeness for each chunking setting.",
+    ),
+    "users": (
+        "mindory.cli.readers",
+        "users",
+        "Readers of this library: add (prints a token once), list, remove.",
     ),
     "verify": (
         "mindory.cli.books",
@@ -170,10 +200,18 @@ class _Main(click.Group):
     help="The library (a SQLite file or a database URL). Default: MINDORY_DB, else "
     "MINDORY_DATABASE_URL, else a library in the user data directory.",
 )
+@click.option(
+    "--user",
+    "user",
+    envvar="MINDORY_USER",
+    metavar="NAME",
+    help="Act for this reader (see `mindory users`); default: the implicit local reader.",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.pass_context
-def main(ctx: click.Context, db: str | None, debug: bool) -> None:
+def main(ctx: click.Context, db: str | None, user: str | None, debug: bool) -> None:
     """mindory: exact places for every search hit in your books."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
     ctx.obj["db"] = db
+    ctx.obj["user"] = user

@@ -11,17 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
-from rich.tree import Tree
-from sqlalchemy.engine import make_url
 
 from mindory.cli.common import (
     PHASE_SPAN,
@@ -36,6 +26,9 @@ from mindory.cli.common import (
 from mindory.errors import MindoryError
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+    from rich.tree import Tree
+
     from mindory.library import ImportFailure, ImportResult, ProgressFn, TocNode
 
 
@@ -47,6 +40,14 @@ def _import_progress(
     if not enabled:
         yield lambda _path: None
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     progress = Progress(
         TextColumn("{task.description}", table_column=None),
         BarColumn(),
@@ -114,6 +115,11 @@ def _status_style(status: str) -> str:
     metavar="BOOK",
     help="The file is a new edition of BOOK: re-anchor BOOK's highlights onto it.",
 )
+@click.option(
+    "--no-embed",
+    is_flag=True,
+    help="Do not embed the new chunks (faster; hybrid search warns until mindory embed).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
 def import_(
@@ -127,6 +133,7 @@ def import_(
     parent_size: int,
     no_copy: bool,
     replaces: str | None,
+    no_embed: bool,
     as_json: bool,
 ) -> None:
     """Import books: files, or folders searched recursively for .txt and .epub.
@@ -134,6 +141,8 @@ def import_(
     A bad file is reported by name and skipped; the others are imported. Exits
     with 1 if any file failed. With --replaces (one file), the highlights of the
     old edition move to the new one; each is reported (placed, or orphaned).
+    New chunks are embedded with the library's current embedding (the one
+    `mindory embed` made; none yet: nothing is embedded), unless --no-embed.
     """
     settings = make_settings(size, overlap, min_size, nfkc, strategy, parent_size)
     missing = [p for p in paths if not p.exists()]
@@ -149,7 +158,12 @@ def import_(
     show_progress = not as_json and err_console().is_terminal
     with _import_progress(show_progress, len(files)) as progress:
         for item in lib.import_many(
-            files, settings, copy=not no_copy, progress=progress, replaces=replaces
+            files,
+            settings,
+            copy=not no_copy,
+            progress=progress,
+            replaces=replaces,
+            embed=not no_embed,
         ):
             results.append(item)
             # One line each (soft wrap), above the progress bars.
@@ -170,12 +184,14 @@ def import_(
             }
         )
     else:
-        table = Table("file", "status", "title", "sections", "chunks", "seconds", title="import")
+        table = Table(
+            "file", "status", "title", "sections", "chunks", "embedded", "seconds", title="import"
+        )
         for r in results:
             style = _status_style(r.status)
             if isinstance(r, ImportFailure):
                 problem = r.error.removeprefix(f"{r.path}: ")
-                table.add_row(Path(r.path).name, f"[{style}]failed", problem, "", "", "")
+                table.add_row(Path(r.path).name, f"[{style}]failed", problem, "", "", "", "")
             else:
                 table.add_row(
                     Path(r.path).name,
@@ -183,6 +199,7 @@ def import_(
                     r.title,
                     str(r.sections),
                     str(r.chunks),
+                    str(r.embedded) if r.embedding is not None else "–",
                     f"{r.timings.get('total', 0.0):.2f}",
                 )
         console().print(table)
@@ -218,11 +235,31 @@ def books(ctx: click.Context, as_json: bool) -> None:
     console().print(table)
 
 
-def _toc_tree(tree: Tree, nodes: Sequence[TocNode]) -> None:
+# What `show --toc` prints after each entry, and the legend line under the tree.
+TOC_LEGEND = "§N @M: the entry opens section N at source offset M (book source coordinates)"
+TOC_NOT_IN_SPINE = "— (not in the spine)"
+TOC_NO_LINK = "— (no link)"
+TOC_LEGEND_NOT_IN_SPINE = (
+    "—: the entry has no section to open: it points outside the book's reading order "
+    "(not in the spine: another file, a web address, a missing file; the import warned), "
+    "or it is a heading without a link (no link)"
+)
+
+
+def _toc_tree(tree: Tree, nodes: Sequence[TocNode]) -> bool:
+    """Add the entries to ``tree``; True if any has no section (not in the spine)."""
+    from rich.markup import escape
+
+    unplaced = False
     for node in nodes:
-        where = f"§{node.section} @{node.source_offset}" if node.section is not None else "?"
-        branch = tree.add(f"{node.title}  [dim]{where}[/dim]")
-        _toc_tree(branch, node.children)
+        if node.section is not None:
+            where = f"§{node.section} @{node.source_offset}"
+        else:
+            where = f"{TOC_NOT_IN_SPINE} {node.href}" if node.href else TOC_NO_LINK
+            unplaced = True
+        branch = tree.add(f"{escape(node.title)}  [dim]{escape(where)}[/dim]")
+        unplaced = _toc_tree(branch, node.children) or unplaced
+    return unplaced
 
 
 @click.command()
@@ -277,9 +314,14 @@ def show(ctx: click.Context, book: str, toc: bool, as_json: bool) -> None:
         )
     console().print(table)
     if toc:
+        from rich.tree import Tree
+
         tree = Tree("[bold]contents[/bold]")
-        _toc_tree(tree, nodes)
+        unplaced = _toc_tree(tree, nodes)
         console().print(tree)
+        console().print(TOC_LEGEND, style="dim", markup=False, highlight=False)
+        if unplaced:
+            console().print(TOC_LEGEND_NOT_IN_SPINE, style="dim", markup=False, highlight=False)
 
 
 @click.command()
@@ -403,15 +445,32 @@ def verify(ctx: click.Context, book: str | None, as_json: bool) -> None:
 @click.option(
     "-o", "--output", type=click.Path(path_type=Path), help="Write to a file, not stdout."
 )
+@click.option(
+    "--annotations/--no-annotations",
+    default=True,
+    show_default=True,
+    help="End with your highlights as W3C Web Annotations (one line each).",
+)
 @click.pass_context
 def export(
-    ctx: click.Context, book: str, jsonl: bool, fingerprint: str | None, output: Path | None
+    ctx: click.Context,
+    book: str,
+    jsonl: bool,
+    fingerprint: str | None,
+    output: Path | None,
+    annotations: bool,
 ) -> None:
     """Export a book as JSON lines: book, TOC, sections (texts and maps), blocks, chunks.
 
-    The output is byte-identical for the same file and settings, in any library.
+    Then your annotations ({"type": "annotation", ...} lines; --no-annotations leaves
+    them out). The book's lines are byte-identical for the same file and settings, in
+    any library.
     """
-    lines = library(ctx).export(book, fingerprint=fingerprint)
+    from mindory.cli.annotations import _reader
+
+    lines = library(ctx).export(
+        book, fingerprint=fingerprint, annotations=annotations, reader=_reader(ctx)
+    )
     if output is not None:
         tmp = output.with_name(output.name + ".part")
         with tmp.open("wb") as fh:
@@ -427,11 +486,33 @@ def export(
 
 @click.command()
 @click.argument("book")
+@click.option("--yes", "-y", is_flag=True, help="Delete without asking.")
 @click.option("--json", "as_json", is_flag=True, help="Print the deleted book as JSON.")
 @click.pass_context
-def delete(ctx: click.Context, book: str, as_json: bool) -> None:
-    """Delete a book and everything derived from it."""
-    info = library(ctx).delete_book(book)
+def delete(ctx: click.Context, book: str, yes: bool, as_json: bool) -> None:
+    """Delete a book and everything derived from it.
+
+    Chunks, vectors and highlights go with it. On a terminal it asks first, unless --yes. Without a terminal (a script, a pipe)
+    it refuses unless --yes: nothing could confirm it.
+    """
+    lib = library(ctx)
+    if not yes:
+        found = lib.book(book)  # a missing book is an error before any question
+        what = f"{found.title!r} ({found.id[:12]}, {found.section_count} sections)"
+        if not sys.stdin.isatty():
+            raise click.UsageError(
+                f"not deleting {what}: stdin is not a terminal, so nothing can confirm it; "
+                "add --yes to delete without asking"
+            )
+        if not click.confirm(
+            f"Delete {what} and everything derived from it, highlights included?",
+            default=False,
+            err=True,
+        ):
+            click.echo("mindory: nothing deleted", err=True)
+            sys.exit(1)
+        book = found.id
+    info = lib.delete_book(book)
     if as_json:
         print_json(info.to_json())
     else:
@@ -445,4 +526,6 @@ def where() -> None:
     from mindory.library import resolve_url
 
     url, path = resolve_url(ctx.find_root().obj.get("db"))
+    from sqlalchemy.engine import make_url
+
     click.echo(str(path) if path is not None else make_url(url).render_as_string())

@@ -22,7 +22,15 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Share of a book's progress bar per import phase.
-PHASE_SPAN = {"read": (0.0, 0.05), "parse": (0.05, 0.6), "chunk": (0.6, 0.7), "write": (0.7, 1.0)}
+# Share of the progress bar per import phase; ``embed`` (the new chunks' vectors in the
+# library's current embedding) is the last one (server/jobs.py uses the same split).
+PHASE_SPAN = {
+    "read": (0.0, 0.05),
+    "parse": (0.05, 0.5),
+    "chunk": (0.5, 0.6),
+    "write": (0.6, 0.8),
+    "embed": (0.8, 1.0),
+}
 
 _consoles: dict[str, Console] = {}
 

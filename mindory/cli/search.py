@@ -128,12 +128,17 @@ def _flat(text: str) -> str:
 
 
 def _snippet_text(hit: Any) -> Text:
-    """The hit's source text around its first match, matched words highlighted."""
+    """The hit's text as a reader sees it (without ruby annotations: the display text)
+    around its first match, matched words highlighted."""
     loc = hit.locator
     chunk = loc.highlight
     spans = [
         (m.source_start - loc.source_start, m.source_end - loc.source_start) for m in hit.matches
     ]
+    display = getattr(hit, "display", None)
+    if display is not None:
+        chunk = display.highlight
+        spans = [(display.position(a), display.position(b)) for a, b in spans]
     anchor = spans[0][0] if spans else 0
     lo = max(0, anchor - _SNIPPET // 3)
     hi = min(len(chunk), lo + _SNIPPET)
@@ -228,9 +233,19 @@ def search(
 @click.command()
 @click.argument("book")
 @click.option("--cfi", help="An EPUB CFI (a point, or a range: its start).")
-@click.option("--section", type=int, help="A section number (with --offset).")
-@click.option("--offset", type=int, help="A position in the section's source text.")
-@click.option("--utf16", is_flag=True, help="--offset counts UTF-16 units, not code points.")
+@click.option("--section", type=int, help="A section number (with --offset or --section-offset).")
+@click.option(
+    "--offset",
+    type=int,
+    help="A position in book source coordinates: plain text from the file's start "
+    "(as search's char=N and a chunk's source span), EPUB from the section's start.",
+)
+@click.option(
+    "--section-offset",
+    type=int,
+    help="A position counted from the start of --section's source text.",
+)
+@click.option("--utf16", is_flag=True, help="The offsets count UTF-16 units, not code points.")
 @click.option("--chunk", "chunk", help="Print the Locator of this chunk (id or prefix).")
 @click.option("--page-size", default=20, show_default=True, help="Render blocks per page.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -241,13 +256,17 @@ def locate(
     cfi: str | None,
     section: int | None,
     offset: int | None,
+    section_offset: int | None,
     utf16: bool,
     chunk: str | None,
     page_size: int,
     as_json: bool,
 ) -> None:
-    """Where a place is: a CFI or a section offset → section, block, page, chunks.
+    """Where a place is: a CFI or an offset → section, block, page, chunks.
 
+    --offset is in book source coordinates (docs/coordinates.md): for plain text the
+    file-global number search prints as char=N (--section may then be left out); for
+    EPUB the section's own. --section N --section-offset M counts from section N's start.
     With --chunk, the full Locator (Readium + W3C selectors) of one chunk.
     """
     lib = library(ctx)
@@ -268,10 +287,22 @@ def locate(
         )
         console().print(_flat(loc.highlight)[:300], highlight=False, markup=False)
         return
-    if cfi is None and (section is None or offset is None):
-        raise click.UsageError("give --cfi, or --section and --offset (or --chunk)")
+    if offset is not None and section_offset is not None:
+        raise click.UsageError("give --offset (book coordinates) or --section-offset, not both")
+    if section_offset is not None and section is None:
+        raise click.UsageError("--section-offset counts from a section's start: give --section")
+    if (cfi is None) == (offset is None and section_offset is None):
+        raise click.UsageError(
+            "give --cfi, or --offset [--section N], or --section N --section-offset M (or --chunk)"
+        )
     result = lib.locate(
-        book, cfi=cfi, section=section, offset=offset, utf16=utf16, page_size=page_size
+        book,
+        cfi=cfi,
+        section=section,
+        offset=offset,
+        section_offset=section_offset,
+        utf16=utf16,
+        page_size=page_size,
     )
     if as_json:
         print_json(result.to_json())

@@ -18,13 +18,36 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def export(st: State, ref: str, *, fingerprint: str | None = None) -> Iterator[str]:
+def export(
+    st: State,
+    ref: str,
+    *,
+    fingerprint: str | None = None,
+    annotations: bool = False,
+    reader: str | None = None,
+) -> Iterator[str]:
     """The book as JSON lines (no trailing newlines): book, TOC, then per section
-    the section (texts and offset map), its blocks and its chunks.
+    the section (texts and offset map), its blocks and its chunks; with
+    ``annotations``, then one ``{"type": "annotation", ...}`` line per highlight of
+    ``reader`` (a W3C Web Annotation, as ``mindory annotations export`` writes it).
 
     Byte-identical across runs, processes and libraries for the same file
-    and settings: no row ids, no timestamps, fixed key order.
+    and settings: no row ids, no timestamps, fixed key order (annotations, which are
+    a reader's and carry their ids and times, come last).
     """
+    yield from _book_lines(st, ref, fingerprint)
+    if annotations:
+        from mindory.library.highlights import highlights
+        from mindory.reading.highlights import ANNOTATION_CONTEXT
+        from mindory.store.models import LOCAL_READER
+
+        for h in highlights(st, ref, reader=reader or LOCAL_READER):
+            item = h.to_json()
+            item["@context"] = ANNOTATION_CONTEXT
+            yield dumps({"type": "annotation", "annotation": item})
+
+
+def _book_lines(st: State, ref: str, fingerprint: str | None) -> Iterator[str]:
     with st.read() as s:
         row = resolve_book(s, ref)
         derivation = get_derivation(s, row, fingerprint)

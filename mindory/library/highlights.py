@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from mindory.errors import LimitError, MindoryError, NotFoundError
 from mindory.library.records import ImportResult, ImportStatus
+from mindory.library.ruby import ruby_loader
 from mindory.library.state import State
 from mindory.reading import anchoring
 from mindory.reading.anchoring import (
@@ -36,6 +37,7 @@ from mindory.reading.highlights import (
     Unset,
     check_color,
     check_note,
+    mark_duplicates,
 )
 from mindory.reading.locate import DEFAULT_PAGE_SIZE, SectionPlace, locate_span, places_from_book
 from mindory.store.annotations import (
@@ -44,7 +46,7 @@ from mindory.store.annotations import (
     highlight_values,
     same_identifiers,
 )
-from mindory.store.models import BookRow, HighlightRow, SectionRow
+from mindory.store.models import LOCAL_READER, BookRow, HighlightRow, SectionRow
 from mindory.store.places import place_of, resolve_cfi_in
 from mindory.store.queries import find_chunk, resolve_book
 from mindory.text.offsets import Utf16Index
@@ -108,7 +110,8 @@ def section_texts_of(
             ).where(SectionRow.book_id == book.id, SectionRow.ordinal.in_(missing))
         ).all()
         for ordinal, text, start, href, title in rows:
-            text_of = SectionText(int(ordinal), text, int(start), href, title)
+            ruby = ruby_loader(st, book.sha256, href) if book.format == "epub" else None
+            text_of = SectionText(int(ordinal), text, int(start), href, title, ruby)
             st.texts.put((book.sha256, int(ordinal)), text_of)
             found[int(ordinal)] = text_of
     return [found[n] for n in every if n in found]
@@ -156,8 +159,17 @@ def calibrate_quote(
                 )
             (whole,) = section_texts_of(st, s, row, [ordinal])
             a, b = c.source_start - whole.source_start, c.source_end - whole.source_start
+            layout = whole.ruby_layout
+            if whole.ruby_index is not None and layout is not None:  # no ruby cut at its edges
+                a, b = whole.ruby_index.widen(a, b)
+                layout = layout.window(a, b)
             piece = SectionText(
-                ordinal, whole.source_text[a:b], c.source_start, whole.href, whole.title
+                ordinal,
+                whole.source_text[a:b],
+                whole.source_start + a,
+                whole.href,
+                whole.title,
+                layout,
             )
             items, hint, scope, searched = (
                 [piece, whole],
@@ -201,6 +213,7 @@ def add_highlight(
     exact: str | None = None,
     note: str | None = None,
     color: str | None = None,
+    reader: str = LOCAL_READER,
 ) -> Highlight:
     """Store a highlight: ``section`` + ``[start, end)`` in book source coordinates
     (``unit`` ``codepoint`` or ``utf16``: as a chunk's ``source_*`` / ``utf16_*``;
@@ -247,6 +260,7 @@ def add_highlight(
     values = highlight_values(loc, row.sha256, row.format)
     new = HighlightRow(
         uid=uuid.uuid4().hex,
+        reader_id=reader,
         book_sha256=row.sha256,
         status="anchored",
         note=note,
@@ -258,11 +272,16 @@ def add_highlight(
     )
     with st.write() as w:
         w.add(new)
-    return highlight_of(new)
+    return _with_duplicates(st, ref, highlight_of(new), reader)
 
 
 def highlights(
-    st: State, ref: str, *, section: int | None = None, status: str | None = None
+    st: State,
+    ref: str,
+    *,
+    section: int | None = None,
+    status: str | None = None,
+    reader: str = LOCAL_READER,
 ) -> list[Highlight]:
     """The book's highlights in reading order (orphans last, by creation);
     ``section``: the anchored ones in that section; ``status``: anchored/orphaned."""
@@ -270,7 +289,9 @@ def highlights(
         raise MindoryError(f"unknown status {status!r}: use anchored or orphaned")
     with st.read() as s:
         row = resolve_book(s, ref)
-        q = select(HighlightRow).where(HighlightRow.book_sha256 == row.sha256)
+        q = select(HighlightRow).where(
+            HighlightRow.book_sha256 == row.sha256, HighlightRow.reader_id == reader
+        )
         if section is not None:
             q = q.where(HighlightRow.section == section, HighlightRow.status == "anchored")
         if status is not None:
@@ -283,13 +304,23 @@ def highlights(
             HighlightRow.created_at,
             HighlightRow.id,
         )
-        return [highlight_of(h) for h in s.scalars(q)]
+        return mark_duplicates([highlight_of(h) for h in s.scalars(q)])
 
 
-def highlight(st: State, ref: str, highlight: str) -> Highlight:
+def highlight(st: State, ref: str, highlight: str, *, reader: str = LOCAL_READER) -> Highlight:
     """One highlight of the book by its id (``urn:uuid:…`` or the bare UUID)."""
     with st.read() as s:
-        return highlight_of(find_highlight(s, resolve_book(s, ref), highlight))
+        found = highlight_of(find_highlight(s, resolve_book(s, ref), highlight, reader))
+    return _with_duplicates(st, ref, found, reader)
+
+
+def _with_duplicates(st: State, ref: str, h: Highlight, reader: str) -> Highlight:
+    """``h`` with ``duplicate_of`` set when an earlier highlight of the reader marks the
+    same span (allowed, and reported so an app can decide)."""
+    if h.status != "anchored":
+        return h
+    same = [o for o in highlights(st, ref, section=h.section, reader=reader) if o.same_span(h)]
+    return next((o for o in mark_duplicates(same) if o.id == h.id), h)
 
 
 def update_highlight(
@@ -299,12 +330,13 @@ def update_highlight(
     *,
     note: str | None | Unset = UNSET,
     color: str | Unset = UNSET,
+    reader: str = LOCAL_READER,
 ) -> Highlight:
     """Change a highlight's note (None clears it) and/or colour; the rest stays."""
     new_note = note if isinstance(note, Unset) else check_note(note)
     new_color = color if isinstance(color, Unset) else check_color(color)
     with st.write() as w:
-        h = find_highlight(w, resolve_book(w, ref), highlight)
+        h = find_highlight(w, resolve_book(w, ref), highlight, reader)
         if not isinstance(new_note, Unset):
             h.note = new_note
         if not isinstance(new_color, Unset):
@@ -314,10 +346,12 @@ def update_highlight(
         return highlight_of(h)
 
 
-def delete_highlight(st: State, ref: str, highlight: str) -> Highlight:
+def delete_highlight(
+    st: State, ref: str, highlight: str, *, reader: str = LOCAL_READER
+) -> Highlight:
     """Delete one highlight; returns it as it was."""
     with st.write() as w:
-        h = find_highlight(w, resolve_book(w, ref), highlight)
+        h = find_highlight(w, resolve_book(w, ref), highlight, reader)
         out = highlight_of(h)
         w.delete(h)
     return out
@@ -339,9 +373,9 @@ def replaced_book(st: State, p: Path, sha: str, replaces: str) -> str:
 def new_edition(
     st: State, s: Session, book: Book, status: ImportStatus, replaces: str | None
 ) -> dict[str, Any]:
-    """Inside an import's write transaction: move the highlights of the book
-    ``replaces`` names — or, for a new book, of the books sharing a package
-    identifier with it — onto ``book``. The ImportResult fields to set."""
+    """Inside an import's write transaction: move the highlights, reading positions and
+    bookmarks of the book ``replaces`` names — or, for a new book, of the books sharing
+    a package identifier with it — onto ``book``. The ImportResult fields to set."""
     olds = [replaces] if replaces is not None else []
     if not olds and status == "created":
         olds = same_identifiers(s, book)
@@ -356,6 +390,7 @@ def new_edition(
 
     texts = SectionText.from_book(book)
     reports = move_highlights(st, s, olds, book.sha256, book.format, texts, place)
+    reports += _move_places(st, s, olds, book.sha256, book.format, texts, place)
     return {"replaces": tuple(olds), "reanchored": tuple(reports)}
 
 
@@ -374,7 +409,26 @@ def reanchor_stored(st: State, result: ImportResult, old: str) -> ImportResult:
 
         texts = section_texts_of(st, w, row)
         reports = move_highlights(st, w, [old], row.sha256, row.format, texts, place)
+        reports += _move_places(st, w, [old], row.sha256, row.format, texts, place)
     return replace(result, replaces=(old,), reanchored=tuple(reports))
+
+
+def _move_places(
+    st: State,
+    s: Session,
+    olds: Sequence[str],
+    new_sha: str,
+    new_format: str,
+    new_texts: Sequence[SectionText],
+    new_place: Callable[[int], SectionPlace],
+) -> list[ReanchorReport]:
+    """The reading positions and bookmarks, re-anchored as the highlights were."""
+    from mindory.library.positions import move_places
+
+    def old_texts(s: Session, book: BookRow, ordinals: list[int]) -> list[SectionText]:
+        return section_texts_of(st, s, book, ordinals)
+
+    return move_places(s, olds, new_sha, new_format, new_texts, new_place, old_texts)
 
 
 def move_highlights(

@@ -65,8 +65,16 @@ def import_book(
     copy: bool = True,
     progress: ProgressFn | None = None,
     replaces: str | None = None,
+    embed: bool = True,
 ) -> ImportResult:
     """Import one file; see the module doc for what ``unchanged`` costs.
+
+    ``embed`` (the default): the book's chunks that have no vector in the library's
+    current embedding are embedded with it as the last phase (``embed`` progress),
+    so hybrid search covers the book at once; ``embed=False`` leaves that to
+    ``mindory embed`` (search then warns that chunks have no vectors). A library that
+    was never embedded embeds nothing here. An unchanged re-import embeds nothing
+    (and loads no embedder) unless it made another derivation current.
 
     ``copy=False`` stores the file's path instead of its bytes. Raises a
     MindoryError (naming the file) for bad input; nothing is written then.
@@ -97,15 +105,17 @@ def import_book(
     fingerprint = settings.fingerprint
     found = unchanged(st, p, sha, fingerprint, timings, t_start)
     if found is not None:
-        if old is None:
-            return found
-        from mindory.library.highlights import reanchor_stored
+        if old is not None:
+            from mindory.library.highlights import reanchor_stored
 
-        return reanchor_stored(st, found, old)
+            found = reanchor_stored(st, found, old)
+        if embed and found.made_current:  # another derivation: its chunks may lack vectors
+            found = _embedded(st, found, report)
+        return found
 
     from mindory.library.ingest import ingest  # the pipeline: only for a new file
 
-    return ingest(
+    made = ingest(
         st,
         p,
         data,
@@ -118,6 +128,13 @@ def import_book(
         t_start=t_start,
         stored=lambda: unchanged(st, p, sha, fingerprint, timings, t_start),
     )
+    return _embedded(st, made, report) if embed else made
+
+
+def _embedded(st: State, result: ImportResult, report: ProgressFn) -> ImportResult:
+    from mindory.library.vectors import embed_imported  # numpy, embedders: only when new
+
+    return embed_imported(st, result, report)
 
 
 def import_many(
@@ -128,10 +145,12 @@ def import_many(
     copy: bool = True,
     progress: Callable[[Path], ProgressFn | None] | None = None,
     replaces: str | None = None,
+    embed: bool = True,
 ) -> Iterator[ImportResult | ImportFailure]:
     """Import files and folders (see :func:`book_files_in`), one transaction per
     book; a bad file yields an :class:`ImportFailure` and the batch goes on.
-    ``replaces`` is passed to every :meth:`import_book` (meant for one file)."""
+    ``replaces`` and ``embed`` are passed to every :meth:`import_book` (``replaces``
+    is meant for one file)."""
     for p in book_files_in(paths):
         try:
             yield import_book(
@@ -141,6 +160,7 @@ def import_many(
                 copy=copy,
                 progress=progress(p) if progress else None,
                 replaces=replaces,
+                embed=embed,
             )
         except SQLAlchemyError:
             raise  # the database, not the file: stop

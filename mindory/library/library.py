@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mindory.library.reading_state import ReadingStateMethods
 from mindory.library.records import EMBED_BATCH
 from mindory.library.state import State
-from mindory.reading.highlights import UNSET
+from mindory.reading.positions import LOCAL_READER
 from mindory.reading.units import DEFAULT_PAGE_SIZE
 from mindory.store.engine import DEFAULT_BUSY_TIMEOUT_MS, open_engine
 
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
         VerifyReport,
     )
     from mindory.library.resources import Resource
-    from mindory.reading.anchoring import SectionText
-    from mindory.reading.highlights import Calibration, Highlight, Unset
     from mindory.reading.locate import Locator, SectionPlace
     from mindory.search.embedders import Embedder
     from mindory.search.hits import SearchResult
@@ -61,7 +60,7 @@ if TYPE_CHECKING:
 __all__ = ["Library"]
 
 
-class Library:
+class Library(ReadingStateMethods):
     """A library of books in one database. Open with :meth:`open`; close when done."""
 
     def __init__(self, state: State) -> None:
@@ -169,12 +168,20 @@ class Library:
         copy: bool = True,
         progress: ProgressFn | None = None,
         replaces: str | None = None,
+        embed: bool = True,
     ) -> ImportResult:
-        """Import one file; see the module doc for what ``unchanged`` costs."""
+        """Import one file; see the module doc for what ``unchanged`` costs. ``embed``:
+        embed the new chunks with the library's current embedding, if it has one."""
         from mindory.library import importing
 
         return importing.import_book(
-            self.state, path, settings, copy=copy, progress=progress, replaces=replaces
+            self.state,
+            path,
+            settings,
+            copy=copy,
+            progress=progress,
+            replaces=replaces,
+            embed=embed,
         )
 
     def import_many(
@@ -185,14 +192,22 @@ class Library:
         copy: bool = True,
         progress: Callable[[Path], ProgressFn | None] | None = None,
         replaces: str | None = None,
+        embed: bool = True,
     ) -> Iterator[ImportResult | ImportFailure]:
         """Import files and folders (see :func:`book_files_in`), one transaction per
         book; a bad file yields an :class:`ImportFailure` and the batch goes on.
-        ``replaces`` is passed to every :meth:`import_book` (meant for one file)."""
+        ``replaces`` and ``embed`` are passed to every :meth:`import_book` (``replaces``
+        is meant for one file)."""
         from mindory.library import importing
 
         return importing.import_many(
-            self.state, paths, settings, copy=copy, progress=progress, replaces=replaces
+            self.state,
+            paths,
+            settings,
+            copy=copy,
+            progress=progress,
+            replaces=replaces,
+            embed=embed,
         )
 
     def books(self) -> list[BookInfo]:
@@ -272,12 +287,26 @@ class Library:
 
         return catalogue.delete_book(self.state, ref)
 
-    def export(self, ref: str, *, fingerprint: str | None = None) -> Iterator[str]:
+    def export(
+        self,
+        ref: str,
+        *,
+        fingerprint: str | None = None,
+        annotations: bool = True,
+        reader: str | None = None,
+    ) -> Iterator[str]:
         """The book as JSON lines (no trailing newlines): book, TOC, then per section the
-        section (texts and offset map), its blocks and its chunks."""
+        section (texts and offset map), its blocks and its chunks; then the reader's
+        annotations (W3C Web Annotations), unless ``annotations`` is False."""
         from mindory.library import export
 
-        return export.export(self.state, ref, fingerprint=fingerprint)
+        return export.export(
+            self.state,
+            ref,
+            fingerprint=fingerprint,
+            annotations=annotations,
+            reader=reader or LOCAL_READER,
+        )
 
     def verify(self, ref: str | None = None) -> VerifyReport:
         """Check every stored invariant (DESIGN §1) against the stored texts and maps."""
@@ -358,10 +387,15 @@ class Library:
         cfi: str | None = None,
         section: int | None = None,
         offset: int | None = None,
+        section_offset: int | None = None,
         utf16: bool = False,
         page_size: int = DEFAULT_PAGE_SIZE,
     ) -> LocateResult:
-        """A place in a book → section, block, page, and the chunks containing it."""
+        """A place in a book → section, block, page, and the chunks containing it.
+
+        ``offset`` is in book source coordinates (plain text: from the file's start, as
+        a chunk's ``source_start`` and a hit's ``char=N``; EPUB: from the section's start),
+        ``section_offset`` from the start of ``section``; ``utf16``: both in UTF-16 units."""
         from mindory.library import locating
 
         return locating.locate(
@@ -370,6 +404,7 @@ class Library:
             cfi=cfi,
             section=section,
             offset=offset,
+            section_offset=section_offset,
             utf16=utf16,
             page_size=page_size,
         )
@@ -379,101 +414,3 @@ class Library:
         from mindory.library import locating
 
         return locating.locate_chunk(self.state, ref, chunk, page_size=page_size)
-
-    def section_texts(self, ref: str, ordinals: Iterable[int] | None = None) -> list[SectionText]:
-        """The book's sections as :class:`~mindory.reading.anchoring.SectionText` (all, or the
-        given ordinals), cached: their folded text is computed once."""
-        from mindory.library import highlights
-
-        return highlights.section_texts(self.state, ref, ordinals)
-
-    def calibrate_quote(
-        self,
-        ref: str,
-        quote: str,
-        *,
-        section: int | None = None,
-        chunk: str | None = None,
-        min_prefix: int | None = None,
-        page_size: int = DEFAULT_PAGE_SIZE,
-    ) -> Calibration:
-        """Find the exact source span of a quote (an assistant's citation) in a book."""
-        from mindory.library import highlights
-
-        return highlights.calibrate_quote(
-            self.state,
-            ref,
-            quote,
-            section=section,
-            chunk=chunk,
-            min_prefix=min_prefix,
-            page_size=page_size,
-        )
-
-    def add_highlight(
-        self,
-        ref: str,
-        *,
-        section: int | None = None,
-        start: int | None = None,
-        end: int | None = None,
-        unit: str = "codepoint",
-        cfi: str | None = None,
-        exact: str | None = None,
-        note: str | None = None,
-        color: str | None = None,
-    ) -> Highlight:
-        """Store a highlight: ``section`` + ``[start, end)`` in book source coordinates
-        (``unit`` ``codepoint`` or ``utf16``: as a chunk's ``source_*`` / ``utf16_*``;
-        plain text counts from the file's start, EPUB from the section's), or an EPUB
-        range ``cfi``. ``exact``, when given, must be the text there (a check against
-        stale positions). The quote, its 32-code-point context, both spans and the
-        CFI (EPUB) are stored."""
-        from mindory.library import highlights
-
-        return highlights.add_highlight(
-            self.state,
-            ref,
-            section=section,
-            start=start,
-            end=end,
-            unit=unit,
-            cfi=cfi,
-            exact=exact,
-            note=note,
-            color=color,
-        )
-
-    def highlights(
-        self, ref: str, *, section: int | None = None, status: str | None = None
-    ) -> list[Highlight]:
-        """The book's highlights in reading order (orphans last, by creation);
-        ``section``: the anchored ones in that section; ``status``: anchored/orphaned."""
-        from mindory.library import highlights
-
-        return highlights.highlights(self.state, ref, section=section, status=status)
-
-    def highlight(self, ref: str, highlight: str) -> Highlight:
-        """One highlight of the book by its id (``urn:uuid:…`` or the bare UUID)."""
-        from mindory.library import highlights
-
-        return highlights.highlight(self.state, ref, highlight)
-
-    def update_highlight(
-        self,
-        ref: str,
-        highlight: str,
-        *,
-        note: str | None | Unset = UNSET,
-        color: str | Unset = UNSET,
-    ) -> Highlight:
-        """Change a highlight's note (None clears it) and/or colour; the rest stays."""
-        from mindory.library import highlights
-
-        return highlights.update_highlight(self.state, ref, highlight, note=note, color=color)
-
-    def delete_highlight(self, ref: str, highlight: str) -> Highlight:
-        """Delete one highlight; returns it as it was."""
-        from mindory.library import highlights
-
-        return highlights.delete_highlight(self.state, ref, highlight)

@@ -17,7 +17,7 @@ from mindory.reading.locate import (
     resolve_cfi,
 )
 from mindory.search.hits import chunk_locator
-from mindory.store.models import SectionRow
+from mindory.store.models import BookRow, SectionRow
 from mindory.store.queries import chunk_infos, find_chunk, get_derivation, resolve_book
 from mindory.text.offsets import Utf16Index
 
@@ -45,17 +45,31 @@ def locate(
     cfi: str | None = None,
     section: int | None = None,
     offset: int | None = None,
+    section_offset: int | None = None,
     utf16: bool = False,
     page_size: int = DEFAULT_PAGE_SIZE,
 ) -> LocateResult:
     """A place in a book → section, block, page, and the chunks containing it.
 
-    Either ``cfi`` (EPUB; a point or the start of a range) or ``section`` and
-    ``offset`` — the offset counted from the start of the section's source text,
-    in code points (``utf16=True``: UTF-16 units).
+    Either ``cfi`` (EPUB; a point or the start of a range), or ``offset`` — a position
+    in **book source coordinates** (docs/coordinates.md): plain text counts from the
+    start of the decoded file, as a chunk's ``source_start``, a hit's ``char=N`` and
+    ``POST /highlights`` do; EPUB from the start of the section's DOM text — with
+    ``section`` (which a plain-text book may leave out: the section holding the offset
+    is taken), or ``section`` and ``section_offset``, counted from the start of that
+    section's source text. Code points, or UTF-16 units with ``utf16=True`` (then
+    ``offset`` is a chunk's ``utf16_start`` kind of number).
     """
-    if (cfi is None) == (section is None or offset is None):
-        raise MindoryError("give either a CFI, or a section and an offset")
+    if offset is not None and section_offset is not None:
+        raise MindoryError("give an offset (book coordinates) or a section offset, not both")
+    if section_offset is not None and section is None:
+        raise MindoryError("a section offset needs its section")
+    if (cfi is None) == (offset is None and section_offset is None):
+        raise MindoryError(
+            "give either a CFI, or an offset (book coordinates), or a section and a section offset"
+        )
+    if cfi is not None and section is not None:
+        raise MindoryError("give either a CFI or a section, not both")
     with st.engine.connect() as conn, Session(bind=conn) as s:
         row = resolve_book(s, ref)
         derivation = get_derivation(s, row, None)
@@ -86,28 +100,15 @@ def locate(
                 raise MindoryError(f"{row.title!r}: {exc}") from exc
             place = places.get(id_of[ordinal], derivation.normalization_id)
         else:
-            assert section is not None and offset is not None
+            if section is None:
+                assert offset is not None
+                section = _section_holding(s, row, offset, utf16)
             if section not in id_of:
                 raise NotFoundError(
                     f"{row.title!r} has no section {section} (sections 0–{row.section_count - 1})"
                 )
             place = places.get(id_of[section], derivation.normalization_id)
-            local = offset
-            if utf16:
-                u16 = Utf16Index(place.source_text)
-                if not 0 <= offset <= u16.utf16_length:
-                    raise MindoryError(
-                        f"UTF-16 offset {offset} outside section {section} [0, {u16.utf16_length}]"
-                    )
-                try:
-                    local = u16.from_utf16(offset)
-                except IndexError as exc:
-                    raise MindoryError(f"section {section}: {exc}") from exc
-            if not 0 <= local <= len(place.source_text):
-                raise MindoryError(
-                    f"offset {offset} outside section {section} [0, {len(place.source_text)}]"
-                )
-            position = place.source_start + local
+            position = _source_position(place, offset, section_offset, utf16)
         where = locate_position(place, position, page_size=page_size)
         chunk_rows = chunk_infos(
             s, derivation.id, place.ordinal, 0, None, with_cfi=row.format == "epub"
@@ -120,6 +121,63 @@ def locate(
         chunks=tuple(containing),
         range_end=end if end is not None and end != position else None,
     )
+
+
+def _section_holding(s: Session, row: BookRow, offset: int, utf16: bool) -> int:
+    """The section of a plain-text book whose source span holds a book offset (a section
+    boundary belongs to the section it starts; the end of the file to the last one)."""
+    if row.format != "txt":
+        raise MindoryError(
+            f"{row.title!r} is an EPUB: its offsets count from each section's start, "
+            "so give the section too"
+        )
+    start_col = SectionRow.utf16_start if utf16 else SectionRow.source_start
+    found = s.scalar(
+        select(SectionRow.ordinal)
+        .where(SectionRow.book_id == row.id, start_col <= offset)
+        .order_by(SectionRow.ordinal.desc())
+        .limit(1)
+    )
+    if found is None:
+        raise MindoryError(f"offset {offset} is before the first section of {row.title!r}")
+    return int(found)
+
+
+def _source_position(
+    place: SectionPlace, offset: int | None, section_offset: int | None, utf16: bool
+) -> int:
+    """A book offset or a section offset (code points or UTF-16 units) → a book source
+    position in code points, checked to lie in the section ``[source_start, source_end]``."""
+    u16 = Utf16Index(place.source_text) if utf16 else None
+    base = place.to_utf16(place.source_start) if utf16 else place.source_start
+    length = u16.utf16_length if u16 is not None else len(place.source_text)
+    unit = "UTF-16 offset" if utf16 else "offset"
+    if section_offset is not None:
+        local = section_offset
+        if not 0 <= local <= length:
+            raise MindoryError(
+                f"section {unit} {section_offset} outside section {place.ordinal} [0, {length}]"
+            )
+    else:
+        assert offset is not None
+        local = offset - base
+        if not 0 <= local <= length:
+            hint = (
+                " (book coordinates: plain text counts from the start of the file; to count "
+                "from the section's start, give a section offset: --section-offset, "
+                "section_offset)"
+                if place.book_format == "txt"
+                else ""
+            )
+            raise MindoryError(
+                f"{unit} {offset} outside section {place.ordinal} [{base}, {base + length}]{hint}"
+            )
+    if u16 is not None:
+        try:
+            local = u16.from_utf16(local)
+        except IndexError as exc:
+            raise MindoryError(f"section {place.ordinal}: {exc}") from exc
+    return place.source_start + local
 
 
 def locate_chunk(st: State, ref: str, chunk: str, *, page_size: int = DEFAULT_PAGE_SIZE) -> Locator:

@@ -50,6 +50,10 @@ class ImportResult:
     # A new edition: the books whose highlights moved here, and what became of each.
     replaces: tuple[str, ...] = ()
     reanchored: tuple[ReanchorReport, ...] = ()
+    # Vectors made for this book's new chunks in the library's current embedding (its
+    # fingerprint; None: not embedded — the library has no embedding yet, or no_embed).
+    embedded: int = 0
+    embedding: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +72,8 @@ class ImportResult:
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "replaces": list(self.replaces),
             "reanchored": [r.to_json() for r in self.reanchored],
+            "embedded": self.embedded,
+            "embedding": self.embedding,
         }
 
 

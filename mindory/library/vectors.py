@@ -16,6 +16,7 @@ from mindory.errors import MindoryError
 from mindory.library.records import (
     EMBED_BATCH,
     EmbedResult,
+    ImportResult,
     ProgressFn,
     default_embedder,
     no_progress,
@@ -104,11 +105,12 @@ def embed(
     batch_size: int = EMBED_BATCH,
     progress: ProgressFn | None = None,
     update_index: bool = True,
+    book: str | None = None,
 ) -> EmbedResult:
     """Embed the chunks of every book's current derivation that have no vector yet
     in this embedding (embedder + context-header flag), in batches, one transaction
     each; the embedding becomes the current one. Then the vector index is brought
-    up to date (``update_index``).
+    up to date (``update_index``). ``book`` (a SHA-256): only that book's chunks.
 
     ``embedder`` None keeps the current embedding (or the built-in ``hashed``);
     ``context_header`` None keeps the current embedding's flag (else off).
@@ -160,17 +162,25 @@ def embed(
         )
         .where(DerivationRow.is_current.is_(True), ChunkVectorRow.chunk_id.is_(None))
     )
+    book_id: int | None = None
+    if book is not None:
+        with st.read() as s:
+            found = s.scalar(select(BookRow.id).where(BookRow.sha256 == book))
+        if found is None:
+            raise MindoryError(f"no book {book[:12]} to embed")
+        book_id = int(found)
+        missing_q = missing_q.where(DerivationRow.book_id == book_id)
     with st.read() as s:
         total_missing = int(s.scalar(missing_q) or 0)
-        total = int(
-            s.scalar(
-                select(func.count())
-                .select_from(ChunkRow)
-                .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
-                .where(DerivationRow.is_current.is_(True))
-            )
-            or 0
+        total_q = (
+            select(func.count())
+            .select_from(ChunkRow)
+            .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+            .where(DerivationRow.is_current.is_(True))
         )
+        if book_id is not None:
+            total_q = total_q.where(DerivationRow.book_id == book_id)
+        total = int(s.scalar(total_q) or 0)
     report("embed", 0, total_missing)
     done = 0
     after = 0
@@ -178,7 +188,7 @@ def embed(
     step = max(1, int(batch_size))
     while True:
         with st.read() as s:
-            rows = s.execute(
+            page = (
                 select(ChunkRow.id, ChunkRow.text, SectionRow.title, BookRow.title)
                 .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
                 .join(SectionRow, SectionRow.id == ChunkRow.section_id)
@@ -195,7 +205,10 @@ def embed(
                 )
                 .order_by(ChunkRow.id)
                 .limit(step)
-            ).all()
+            )
+            if book_id is not None:
+                page = page.where(DerivationRow.book_id == book_id)
+            rows = s.execute(page).all()
         if not rows:
             break
         texts = [
@@ -237,6 +250,55 @@ def embed(
         seconds=perf_counter() - t0,
         embed_seconds=t_embed,
         index=index_info,
+    )
+
+
+def embed_imported(st: State, result: ImportResult, progress: ProgressFn | None) -> ImportResult:
+    """Embed an imported book's chunks that have no vector in the library's current
+    embedding (part of an import: a search must not answer lexically for a new book
+    while saying nothing). No current embedding (nothing was ever embedded): nothing
+    to do — the first ``mindory embed`` chooses the embedder. Nothing missing: the
+    embedder is not even loaded. The vector index (a cache) catches up at the next
+    search. An embedder that cannot be loaded leaves the book imported, with a warning.
+    """
+    with st.read() as s:
+        current = s.scalar(select(EmbeddingRow).where(EmbeddingRow.is_current.is_(True)))
+        if current is None:
+            return result
+        fingerprint = str(current.fingerprint)
+        embedding_id = int(current.id)
+        missing = int(
+            s.scalar(
+                select(func.count())
+                .select_from(ChunkRow)
+                .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
+                .join(BookRow, BookRow.id == DerivationRow.book_id)
+                .outerjoin(
+                    ChunkVectorRow,
+                    (ChunkVectorRow.chunk_id == ChunkRow.id)
+                    & (ChunkVectorRow.embedding_id == embedding_id),
+                )
+                .where(
+                    BookRow.sha256 == result.book,
+                    DerivationRow.is_current.is_(True),
+                    ChunkVectorRow.chunk_id.is_(None),
+                )
+            )
+            or 0
+        )
+    if not missing:
+        return replace(result, embedding=fingerprint)
+    t = perf_counter()
+    try:
+        done = embed(st, None, progress=progress, update_index=False, book=result.book)
+    except (MindoryError, ImportError, OSError) as exc:
+        note = f"not embedded ({exc}); run mindory embed"
+        return replace(result, warnings=(*result.warnings, note))
+    timings = dict(result.timings)
+    timings["embed"] = perf_counter() - t
+    timings["total"] = timings.get("total", 0.0) + timings["embed"]
+    return replace(
+        result, embedded=done.embedded, embedding=done.embedding.fingerprint, timings=timings
     )
 
 

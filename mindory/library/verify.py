@@ -17,6 +17,7 @@ from mindory.library.state import State
 from mindory.store.models import (
     BlockRow,
     BookFileRow,
+    BookmarkRow,
     BookRow,
     ChunkRow,
     ChunkVectorRow,
@@ -24,6 +25,7 @@ from mindory.store.models import (
     EmbeddingRow,
     HighlightRow,
     NormalizationRow,
+    PositionRow,
     SectionRow,
     SectionTextRow,
     TocEntryRow,
@@ -146,6 +148,7 @@ def _verify_book(s: Session, book_id: int, v: _Verifier) -> None:
                 continue
             _check_derivation(s, v, name, book, d, norm, by_id, texts, maps, data)
     _check_highlights(s, v, name, book, by_ordinal)
+    _check_kept_places(s, v, name, book, by_ordinal)
 
 
 def _check_highlights(
@@ -177,6 +180,44 @@ def _check_highlights(
             u.to_utf16(b),
         ):
             v.problem(f"{where}: its UTF-16 span does not match its code point span")
+
+
+def _check_kept_places(
+    s: Session, v: _Verifier, name: str, book: BookRow, by_ordinal: Mapping[int, SectionRow]
+) -> None:
+    """Every anchored reading position and bookmark holds its quote next to its point,
+    and its Locator names that point (docs/reading-state.md)."""
+    rows: list[PositionRow | BookmarkRow] = [
+        *s.scalars(
+            select(PositionRow).where(
+                PositionRow.book_sha256 == book.sha256, PositionRow.status == "anchored"
+            )
+        ),
+        *s.scalars(
+            select(BookmarkRow).where(
+                BookmarkRow.book_sha256 == book.sha256, BookmarkRow.status == "anchored"
+            )
+        ),
+    ]
+    for r in rows:
+        kind = "position" if isinstance(r, PositionRow) else "bookmark"
+        where = f"{name}: {kind} {r.uid}"
+        sec = by_ordinal.get(r.section)
+        if sec is None or r.edition_sha256 != book.sha256:
+            v.problem(f"{where} names section {r.section} of another edition")
+            continue
+        a, b = r.source_start - sec.source_start, r.source_end - sec.source_start
+        text = sec.source_text
+        if not 0 <= a <= b <= len(text) or text[a:b] != r.exact:
+            v.problem(f"{where}: the text at [{r.source_start}, {r.source_end}) is not its quote")
+            continue
+        if r.point not in (r.source_start, r.source_end):
+            v.problem(f"{where}: its point {r.point} is not at its quote")
+        locator = r.locator or {}
+        source = locator.get("source") or {}
+        named = (source.get("start"), source.get("end"), locator.get("section"))
+        if named != (r.point, r.point, r.section):
+            v.problem(f"{where}: its Locator does not name its point")
 
 
 def _verify_vectors(s: Session, v: _Verifier) -> None:

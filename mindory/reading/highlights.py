@@ -61,6 +61,7 @@ __all__ = [
     "annotation_id",
     "check_color",
     "check_note",
+    "mark_duplicates",
     "parse_highlight_id",
 ]
 
@@ -161,6 +162,7 @@ class Highlight:
     created: datetime
     modified: datetime
     reanchored: Mapping[str, Any] | None = None
+    duplicate_of: str | None = None  # the id of an earlier highlight of the same span
 
     @property
     def annotation_id(self) -> str:
@@ -252,12 +254,42 @@ class Highlight:
                 },
             }
         out["reanchored"] = dict(self.reanchored) if self.reanchored is not None else None
+        if self.duplicate_of is not None:  # the same span marked before: the app decides
+            out["duplicate_of"] = annotation_id(self.duplicate_of)
         return out
+
+    def same_span(self, other: Highlight) -> bool:
+        """Both anchored on the same span of the same book."""
+        return (
+            self.status == other.status == "anchored"
+            and self.book == other.book
+            and self.section == other.section
+            and self.source_start == other.source_start
+            and self.source_end == other.source_end
+        )
+
+
+def mark_duplicates(found: list[Highlight]) -> list[Highlight]:
+    """The highlights with ``duplicate_of`` set on each one whose span an earlier one
+    (by creation time, then id) already marks; order kept."""
+    from dataclasses import replace
+
+    first: dict[tuple[str, int, int, int], Highlight] = {}
+    for h in sorted(found, key=lambda x: (x.created, x.id)):
+        if h.status == "anchored":
+            first.setdefault((h.book, h.section, h.source_start, h.source_end), h)
+    out: list[Highlight] = []
+    for h in found:
+        f = first.get((h.book, h.section, h.source_start, h.source_end))
+        dup = f.id if h.status == "anchored" and f is not None and f.id != h.id else None
+        out.append(h if dup == h.duplicate_of else replace(h, duplicate_of=dup))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
 class ReanchorReport:
-    """What happened to one highlight when a new edition was imported.
+    """What happened to one highlight (or reading position, or bookmark: ``kind``) when
+    a new edition was imported.
 
     ``status`` is the re-anchoring step that placed it (``position``, ``exact``,
     ``normalized``, ``fuzzy``) or ``orphaned``; ``confidence`` the share of the
@@ -281,10 +313,12 @@ class ReanchorReport:
     new_exact: str | None = None
     changed: bool = False
     edits: int | None = None
+    kind: str = "highlight"  # or "position", "bookmark" (docs/reading-state.md)
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": annotation_id(self.id),
+            "id": annotation_id(self.id) if self.kind == "highlight" else self.id,
+            "kind": self.kind,
             "status": self.status,
             "confidence": round(self.confidence, 4),
             "note": self.note,

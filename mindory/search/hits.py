@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Connection
 
+from mindory.reading.display import DisplayText, display_text
 from mindory.reading.locate import Locator, SectionPlace, locate_span
 from mindory.search.analysis import QueryTerms
 from mindory.search.fusion import Fused
@@ -73,8 +74,13 @@ class Hit:
     row_id: int | None = None  # library-local, never exported
     also_in: tuple[AlsoIn, ...] = ()  # the same text in other books (not repeated as hits)
     apparatus: str | None = None  # contents / front / licence: ranked after the body
+    display: DisplayText | None = None  # the locator's text without ruby annotations
 
     def to_json(self) -> dict[str, Any]:
+        locator = self.locator.to_json()
+        if self.display is not None:
+            # Beside the raw DOM text (Readium's text.highlight): what a reader sees.
+            locator["text"].update(self.display.to_json())
         return {
             "rank": self.rank,
             "score": round(self.score, 6),
@@ -82,7 +88,7 @@ class Hit:
             "chunk": self.chunk,
             "book": {"id": self.book, "title": self.book_title},
             "section": {"ordinal": self.section, "title": self.section_title},
-            "locator": self.locator.to_json(),
+            "locator": locator,
             "matches": [m.to_json() for m in self.matches],
             "also_in": [a.to_json() for a in self.also_in],
             "apparatus": self.apparatus,
@@ -199,6 +205,7 @@ def build_hits(
         place = places.get(int(r.section_id), int(r.normalization_id))
         facts = places.book(int(r.book_id))
         scores = {m: (ModeScore(*f.ranks[m]) if m in f.ranks else None) for m in modes}
+        locator = chunk_locator(place, r, page_size)
         hits.append(
             Hit(
                 rank=len(hits) + 1,
@@ -209,11 +216,12 @@ def build_hits(
                 book_title=facts.title,
                 section=place.ordinal,
                 section_title=place.title,
-                locator=chunk_locator(place, r, page_size),
+                locator=locator,
                 matches=source_matches(place, int(r.start), int(r.end), terms),
                 row_id=int(r.id),
                 also_in=tuple((also or {}).get(f.id, ())),
                 apparatus=(apparatus or {}).get(f.id),
+                display=display_text(place, locator.source_start, locator.source_end),
             )
         )
     return hits

@@ -158,7 +158,12 @@ def search(
                     # A trigram list fusion gives no weight is not asked for (English
                     # and Japanese: ~20 ms at 100k chunks), unless the word index
                     # cannot stand in for it; its verbatim quotes are always looked for.
-                    if not words_complete or weights is None or weights.get("lexical", 0) > 0:
+                    if (
+                        not words_complete
+                        or not lists.get("words")  # stop words only: the trigrams find them
+                        or weights is None
+                        or weights.get("lexical", 0) > 0
+                    ):
                         lists["lexical"] = lexical_search(conn, terms, limit=n, filters=filters)
                     quotes = quote_holders(conn, terms, filters=filters)
                 else:

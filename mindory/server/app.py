@@ -62,7 +62,8 @@ from mindory.server.guard import (
 )
 from mindory.server.jobs import Isolation, JobManager
 from mindory.server.params import ServerContext
-from mindory.server.routes import books, highlights, reading
+from mindory.server.routes import annotations as annotation_routes
+from mindory.server.routes import books, highlights, positions, reading
 from mindory.server.routes import jobs as job_routes
 from mindory.server.shapes import ERROR_RESPONSES
 
@@ -137,13 +138,14 @@ def create_app(
         upload_limit=max_upload_bytes + MULTIPART_SLACK_BYTES,
         other_limit=MAX_JSON_BODY_BYTES,
     )
-    app.add_middleware(Guard, token=token, allowed_hosts=hosts)  # outermost: runs first
+    # outermost: runs first; finds the reader of every request (docs/reading-state.md)
+    app.add_middleware(Guard, token=token, allowed_hosts=hosts, readers=lib)
 
     dependencies = [Depends(HTTPBearer(auto_error=False))] if token else []
     api = APIRouter(responses=ERROR_RESPONSES, dependencies=dependencies)
 
     ctx = ServerContext(lib, jobs, token, folder, uploads, max_upload_bytes)
-    for routes in (books, reading, highlights, job_routes):
+    for routes in (books, reading, highlights, annotation_routes, positions, job_routes):
         routes.add_routes(api, ctx)
     app.include_router(api)
 

@@ -5,7 +5,7 @@ origin checks, the bearer token, the body limits, and the one JSON error shape
 import hmac
 import importlib.metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from fastapi import (
@@ -16,11 +16,20 @@ from fastapi import (
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mindory.errors import BookFormatError, DecodeError, LimitError, MindoryError, NotFoundError
+from mindory.errors import (
+    BookFormatError,
+    ConflictError,
+    DecodeError,
+    LimitError,
+    MindoryError,
+    NotFoundError,
+)
+from mindory.reading.positions import LOCAL_READER
 from mindory.server.jobs import ShuttingDown
 
 MiB = 1024 * 1024
@@ -80,6 +89,8 @@ def status_of(exc: MindoryError) -> int:
         return 503
     if isinstance(exc, NotFoundError):
         return 404
+    if isinstance(exc, ConflictError):
+        return 409
     if isinstance(exc, LimitError):
         return 413
     if isinstance(exc, BookFormatError | DecodeError):
@@ -117,10 +128,13 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(MindoryError)
     async def _mindory(_request: Request, exc: MindoryError) -> JSONResponse:
         text = str(exc).strip().splitlines()
+        detail: dict[str, Any] = {"kind": type(exc).__name__}
+        if isinstance(exc, ConflictError):
+            detail["current"] = exc.current
         return error_response(
             status_of(exc),
             text[0] if text else type(exc).__name__,
-            {"kind": type(exc).__name__},
+            detail,
         )
 
     @app.exception_handler(RequestValidationError)
@@ -167,9 +181,28 @@ def host_name(host_header: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+class Readers(Protocol):
+    """Who a token belongs to (the library's readers; docs/reading-state.md)."""
+
+    def has_readers(self) -> bool: ...
+
+    def reader_for_token(self, token: str) -> str | None: ...
+
+
+def reader_of(scope: Scope) -> str:
+    """The reader the guard found for this request (the local reader without readers)."""
+    state = scope.get("state") or {}
+    return str(state.get("reader", LOCAL_READER))
+
+
 class Guard:
-    """Host check (loopback without a token), cross-origin write check, bearer token,
-    and a few security headers on every response."""
+    """Host check (loopback without a token), cross-origin write check, bearer token —
+    the server's own (the local reader) or a reader's — and a few security headers on
+    every response. The reader is put in ``scope["state"]["reader"]``.
+
+    Without a server token and without readers everything is the local reader's and no
+    token is needed (as on a single-user loopback server). Once readers exist, every API
+    request needs a token; an unknown one is refused (401) before any route runs."""
 
     def __init__(
         self,
@@ -177,10 +210,12 @@ class Guard:
         *,
         token: str | None,
         allowed_hosts: frozenset[str] | None,
+        readers: Readers | None = None,
     ) -> None:
         self.app = app
         self.token = token.encode() if token else None
         self.allowed_hosts = allowed_hosts
+        self.readers = readers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -188,6 +223,8 @@ class Guard:
             return
         headers = Headers(scope=scope)
         refusal = self._refusal(scope, headers)
+        if refusal is None:
+            refusal = await self._reader(scope, headers)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
@@ -217,21 +254,52 @@ class Guard:
                 return error_response(403, f"{method} from an opaque origin refused")
             if urlsplit(origin).netloc.lower() != host.lower():
                 return error_response(403, f"cross-origin {method} from {origin!r} refused")
-        if self.token is None:
-            return None
+        return None
+
+    async def _reader(self, scope: Scope, headers: Headers) -> Response | None:
+        """Find the request's reader (or refuse it: 401)."""
+        state = scope.setdefault("state", {})
+        state["reader"] = LOCAL_READER
         path: str = scope.get("path", "/")
         if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
             return None
-        if self._authorized(headers):
+        given = self._given(headers)
+        if self.token is not None and self._authorized(given):
             return None
+        readers = self.readers
+        if readers is not None:
+            for candidate in given:
+                found = await run_in_threadpool(
+                    readers.reader_for_token, candidate.decode("utf-8", "surrogateescape")
+                )
+                if found is not None:
+                    state["reader"] = found
+                    return None
+        if self.token is None:
+            has = readers is not None and await run_in_threadpool(readers.has_readers)
+            if not has:
+                return None  # one implicit local reader, no token (as without readers)
+            message = (
+                "unknown bearer token: it is no reader's (see `mindory users list`)"
+                if given
+                else "this library has readers: send Authorization: Bearer <your token>"
+            )
+        else:
+            message = (
+                "unknown bearer token: neither MINDORY_TOKEN nor a reader's"
+                if given
+                else "missing bearer token (send Authorization: Bearer <MINDORY_TOKEN or a "
+                "reader's token>)"
+            )
         return error_response(
             401,
-            "missing or wrong bearer token (send Authorization: Bearer <MINDORY_TOKEN>)",
+            message,
+            {"kind": "Unauthorized"},
             headers={"WWW-Authenticate": 'Bearer realm="mindory"'},
         )
 
-    def _authorized(self, headers: Headers) -> bool:
-        assert self.token is not None
+    @staticmethod
+    def _given(headers: Headers) -> list[bytes]:
         given: list[bytes] = []
         auth = headers.get("authorization", "")
         scheme, _, value = auth.partition(" ")
@@ -241,6 +309,10 @@ class Guard:
             name, _, value = part.strip().partition("=")
             if name == TOKEN_COOKIE and value:
                 given.append(value.encode("utf-8", "surrogateescape"))
+        return given
+
+    def _authorized(self, given: list[bytes]) -> bool:
+        assert self.token is not None
         ok = False
         for candidate in given:
             ok |= hmac.compare_digest(candidate, self.token)

@@ -18,6 +18,10 @@ Where the import's work happens (``isolation``):
 * ``"thread"``: the worker thread imports in the server's process (tests, debugging;
   ``mindory serve --import-isolation thread``).
 
+The import is the whole job: after the book is stored, its new chunks are embedded with
+the library's current embedding (phase ``embed``; nothing when the library was never
+embedded), so the book is in hybrid search when the job succeeds.
+
 A job moves ``queued → running → succeeded | failed``. While it runs, the library's
 progress callback updates ``phase``/``done``/``total``/``progress``; every change bumps
 ``version`` and wakes whoever follows the job (:meth:`JobManager.follow`, the
@@ -63,8 +67,15 @@ JobKind = Literal["upload", "folder"]
 Isolation = Literal["process", "thread"]
 FINISHED: frozenset[str] = frozenset({"succeeded", "failed"})
 
-# Share of the progress bar per import phase (the CLI's split).
-_PHASE_SPAN = {"read": (0.0, 0.05), "parse": (0.05, 0.6), "chunk": (0.6, 0.7), "write": (0.7, 1.0)}
+# Share of the progress bar per import phase (the CLI's split). ``embed``: the job embeds
+# the book's new chunks with the library's current embedding (Library.import_book).
+_PHASE_SPAN = {
+    "read": (0.0, 0.05),
+    "parse": (0.05, 0.5),
+    "chunk": (0.5, 0.6),
+    "write": (0.6, 0.8),
+    "embed": (0.8, 1.0),
+}
 
 
 class ShuttingDown(MindoryError):
@@ -87,6 +98,7 @@ class Job:
     copy: bool
     cleanup: Path | None  # a temporary folder to delete when the job ends
     replaces: str | None = None  # a book (SHA-256) whose highlights move to this edition
+    embed: bool = True  # embed the new chunks with the library's current embedding
     state: JobState = "queued"
     phase: str | None = None
     done: int = 0
@@ -112,6 +124,7 @@ class Job:
             "progress": round(self.progress, 4),
             "fingerprint": self.settings.fingerprint,
             "replaces": self.replaces,
+            "embed": self.embed,
             "created_at": self.created_at,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -132,7 +145,12 @@ def _child_init(url: str, progress: Any) -> None:
 
 
 def _child_import(
-    job_id: str, path: str, settings: Settings, copy: bool, replaces: str | None = None
+    job_id: str,
+    path: str,
+    settings: Settings,
+    copy: bool,
+    replaces: str | None = None,
+    embed: bool = True,
 ) -> tuple[Any, ...]:
     """Import in the child; returns ("ok", result JSON) or ("error", kind, message, path)."""
     lib: Library = _CHILD["library"]
@@ -142,7 +160,9 @@ def _child_import(
         channel.put((job_id, phase, done, total))
 
     try:
-        result = lib.import_book(path, settings, copy=copy, progress=progress, replaces=replaces)
+        result = lib.import_book(
+            path, settings, copy=copy, progress=progress, replaces=replaces, embed=embed
+        )
     except MindoryError as exc:
         return ("error", type(exc).__name__, exc.message, exc.path)
     except SQLAlchemyError as exc:
@@ -198,9 +218,11 @@ class JobManager:
         copy: bool = True,
         cleanup: Path | None = None,
         replaces: str | None = None,
+        embed: bool = True,
     ) -> dict[str, Any]:
         """Queue an import of ``path``; returns the new job's JSON. ``replaces``: the
-        book (SHA-256) this file is a new edition of (its highlights are re-anchored)."""
+        book (SHA-256) this file is a new edition of (its highlights are re-anchored).
+        ``embed``: the job embeds the new chunks with the library's current embedding."""
         job = Job(
             id=secrets.token_hex(8),
             kind=kind,
@@ -210,6 +232,7 @@ class JobManager:
             copy=copy,
             cleanup=cleanup,
             replaces=replaces,
+            embed=embed,
         )
         with self._lock:
             if self._closing:
@@ -357,6 +380,7 @@ class JobManager:
                 copy=job.copy,
                 progress=lambda p, d, t: self._progress_of(job, p, d, t),
                 replaces=job.replaces,
+                embed=job.embed,
             )
         except MindoryError as exc:
             return ("error", type(exc).__name__, exc.message, exc.path)
@@ -370,7 +394,13 @@ class JobManager:
         pool = self._child_pool()
         try:
             future = pool.submit(
-                _child_import, job.id, str(job.path), job.settings, job.copy, job.replaces
+                _child_import,
+                job.id,
+                str(job.path),
+                job.settings,
+                job.copy,
+                job.replaces,
+                job.embed,
             )
             return future.result()
         except BrokenProcessPool:

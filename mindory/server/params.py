@@ -8,14 +8,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from fastapi import Path as PathParam
 from fastapi import (
+    Depends,
     Query,
     Request,
 )
+from fastapi import Path as PathParam
 
 from mindory.library import Library
-from mindory.server.guard import HTTPError
+from mindory.server.guard import HTTPError, reader_of
 from mindory.server.jobs import JobManager
 from mindory.text.records import ChunkSettings, NormalizeProfile, Settings
 
@@ -121,6 +122,18 @@ HighlightRef = Annotated[
     PathParam(min_length=1, max_length=64, description="urn:uuid:… or the bare UUID."),
 ]
 MAX_SEARCH_K = 100
+
+
+def current_reader(request: Request) -> str:
+    """The id of the request's reader, as the guard found it from the bearer token."""
+    return reader_of(request.scope)
+
+
+# The reader a route acts for: every highlight, position and bookmark route scopes by it.
+ReaderId = Annotated[str, Depends(current_reader)]
+BookmarkRef = Annotated[
+    str, PathParam(min_length=1, max_length=64, description="A bookmark id (32 hex digits).")
+]
 
 
 def locator_span(locator: dict[str, Any]) -> tuple[int, int, int, str | None]:

@@ -155,6 +155,12 @@ class ImportResultOut(_Shape):
     made_current: bool
     warnings: list[str]
     timings: dict[str, float]
+    embedded: int = Field(
+        default=0, description="Vectors made for the new chunks in the current embedding."
+    )
+    embedding: str | None = Field(
+        default=None, description="That embedding's fingerprint; null: not embedded."
+    )
 
 
 class JobOut(_Shape):
@@ -167,6 +173,7 @@ class JobOut(_Shape):
     total: int
     progress: float
     fingerprint: str
+    embed: bool = Field(default=True, description="Whether the job embeds the new chunks.")
     created_at: str
     started_at: str | None
     finished_at: str | None
@@ -209,6 +216,11 @@ class FolderImportIn(BaseModel):
     copy_file: bool = Field(
         default=True, alias="copy", description="Store the bytes (true) or only the path."
     )
+    embed: bool = Field(
+        default=True,
+        description="Embed the new chunks with the library's current embedding (the job's "
+        "last phase); false: lexical only until `mindory embed`.",
+    )
 
 
 class LocatorOut(_Shape):
@@ -221,7 +233,11 @@ class LocatorOut(_Shape):
         description="progression, totalProgression, position; EPUB: partialCfi, cfi, "
         'cfi_epubjs; plain text: fragments (["char=start,end"]).'
     )
-    text: dict[str, str] = Field(description="before / highlight / after: raw source text.")
+    text: dict[str, str] = Field(
+        description="before / highlight / after: raw source text (Readium: DOM text, ruby "
+        "annotations inline). Search hits add display / displayBefore / displayAfter: the "
+        "same text as a reader sees it, without ruby annotations (<rt>, <rp>)."
+    )
     source: dict[str, int] = Field(
         description="start, end (code points), utf16Start, utf16End (UTF-16 units); "
         "plain text: byteStart, byteEnd."
@@ -385,11 +401,86 @@ class HighlightPatch(BaseModel):
     color: str | None = Field(default=None, min_length=1, max_length=32)
 
 
+class PlaceFields(BaseModel):
+    """A place in a book, one way (docs/reading-state.md): a `cfi`; or `section` +
+    `offset` (book source coordinates in `unit`); or `progression` (0–1) with `section`
+    or `href`; or `totalProgression` (0–1); or a whole `locator` (Readium's, or one
+    mindory returned: its `section` + `source.start`, else `locations.cfi`, else
+    `locations.progression`, else `locations.totalProgression`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    cfi: str | None = Field(default=None, min_length=1, max_length=8192)
+    section: int | None = Field(default=None, ge=0, le=1_000_000)
+    offset: int | None = Field(
+        default=None,
+        ge=0,
+        le=10**12,
+        description="Book source coordinates (plain text: from the file's start).",
+    )
+    unit: Literal["codepoint", "utf16"] = "codepoint"
+    progression: float | None = Field(default=None, ge=0.0, le=1.0)
+    total_progression: float | None = Field(default=None, ge=0.0, le=1.0, alias="totalProgression")
+    href: str | None = Field(default=None, min_length=1, max_length=4096)
+    locator: dict[str, Any] | None = None
+
+    def place_json(self) -> dict[str, Any]:
+        """The place as :meth:`mindory.reading.positions.PlaceIn.from_json` reads it."""
+        flat = {
+            "cfi": self.cfi,
+            "section": self.section,
+            "offset": self.offset,
+            "progression": self.progression,
+            "totalProgression": self.total_progression,
+            "href": self.href,
+        }
+        given = {k: v for k, v in flat.items() if v is not None}
+        if self.locator is not None:
+            if given:
+                raise ValueError("give a locator or the place's fields, not both")
+            return self.locator
+        return {**given, "unit": self.unit}
+
+
+class PositionIn(PlaceFields):
+    """A reading position: the place, the device, and the client's time."""
+
+    device: str = Field(min_length=1, max_length=128, description="Which device read there.")
+    modified: str = Field(
+        min_length=1, max_length=64, description="The client's ISO 8601 time of this position."
+    )
+
+
+class BookmarkIn(PlaceFields):
+    title: str | None = Field(default=None, max_length=500)
+
+
+class KeptPlaceOut(_Shape):
+    id: str
+    book: str
+    status: str = Field(description='"anchored", or "orphaned" by a new edition.')
+    locator: dict[str, Any] | None = Field(description="The full Locator (null: orphaned).")
+    quote: dict[str, str] = Field(description="exact / prefix / suffix: the text kept there.")
+    reanchored: dict[str, Any] | None
+
+
+class PositionOut(KeptPlaceOut):
+    device: str
+    modified: str
+    received: str
+
+
+class BookmarkOut(KeptPlaceOut):
+    title: str | None
+    created: str
+
+
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "Bad request (a MindoryError)."},
     401: {"model": ErrorOut, "description": "Missing or wrong bearer token."},
     403: {"model": ErrorOut, "description": "Refused (cross-origin write, no library folder)."},
     404: {"model": ErrorOut, "description": "No such book, section, resource or job."},
+    409: {"model": ErrorOut, "description": "An older reading position (detail.current)."},
     413: {"model": ErrorOut, "description": "Over a stated limit."},
     422: {"model": ErrorOut, "description": "Invalid parameters, or a book file mindory refuses."},
     503: {"model": ErrorOut, "description": "The database is busy or unreachable."},

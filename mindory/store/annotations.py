@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from mindory.errors import NotFoundError
 from mindory.reading.highlights import Highlight, parse_highlight_id
 from mindory.reading.locate import Locator
-from mindory.store.models import BookRow, HighlightRow
+from mindory.store.models import LOCAL_READER, BookmarkRow, BookRow, HighlightRow, PositionRow
 from mindory.text.records import Book
 
 
@@ -65,12 +65,18 @@ def utc(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def find_highlight(s: Session, row: BookRow, ref: str) -> HighlightRow:
+def find_highlight(
+    s: Session, row: BookRow, ref: str, reader_id: str = LOCAL_READER
+) -> HighlightRow:
+    """A highlight of the book by id — the reader's own only: another reader's is
+    "not found", exactly as an id that does not exist."""
     uid = parse_highlight_id(ref)
     found = (
         s.scalar(
             select(HighlightRow).where(
-                HighlightRow.uid == uid, HighlightRow.book_sha256 == row.sha256
+                HighlightRow.uid == uid,
+                HighlightRow.book_sha256 == row.sha256,
+                HighlightRow.reader_id == reader_id,
             )
         )
         if uid is not None
@@ -82,7 +88,8 @@ def find_highlight(s: Session, row: BookRow, ref: str) -> HighlightRow:
 
 
 def same_identifiers(s: Session, book: Book) -> list[str]:
-    """Other books sharing a package identifier with ``book`` that have highlights."""
+    """Other books sharing a package identifier with ``book`` that have highlights (or
+    reading positions, or bookmarks)."""
     idents = {i.strip() for i in book.identifiers if i and i.strip()}
     if not idents:
         return []
@@ -94,9 +101,9 @@ def same_identifiers(s: Session, book: Book) -> list[str]:
     sharing = [sha for sha, theirs in rows if idents & {str(i).strip() for i in theirs or ()}]
     if not sharing:
         return []
-    marked = set(
-        s.scalars(
-            select(HighlightRow.book_sha256).where(HighlightRow.book_sha256.in_(sharing)).distinct()
+    marked: set[str] = set()
+    for model in (HighlightRow, PositionRow, BookmarkRow):
+        marked.update(
+            s.scalars(select(model.book_sha256).where(model.book_sha256.in_(sharing)).distinct())
         )
-    )
     return sorted(sha for sha in sharing if sha in marked)

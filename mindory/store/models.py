@@ -34,6 +34,12 @@ Highlights (revision 0003, docs/api.md) are the reader's own data: **highlights*
 each in source coordinates plus a W3C text quote, keyed to its book by the book's
 SHA-256 (no foreign key), so re-importing a file never touches them and a new edition
 takes them over with one update.
+
+Readers (revision 0005, docs/reading-state.md): **readers** (a name, the SHA-256 of the
+token; the implicit local reader, :data:`LOCAL_READER`, has no row), and every reader's
+own data names its reader by ``reader_id``: **highlights**, **positions** (reading
+positions, one row per accepted write, newest ``modified`` wins) and **bookmarks**, the
+last two in source coordinates plus a quote, like highlights.
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from mindory.reading.positions import LOCAL_READER
+
 __all__ = [
     "FTS_TABLE",
     "TERMS_FTS_TABLE",
@@ -74,7 +82,11 @@ __all__ = [
     "DerivationRow",
     "EmbeddingRow",
     "HighlightRow",
+    "LOCAL_READER",
+    "BookmarkRow",
     "NormalizationRow",
+    "PositionRow",
+    "ReaderRow",
     "SectionRow",
     "SectionTextRow",
     "TocEntryRow",
@@ -342,10 +354,14 @@ class HighlightRow(Base):
     """
 
     __tablename__ = "highlights"
-    __table_args__ = (Index(None, "book_sha256", "section"),)
+    __table_args__ = (
+        Index(None, "book_sha256", "section"),
+        Index(None, "reader_id", "book_sha256"),
+    )
 
     id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
     uid: Mapped[str] = mapped_column(String(32), unique=True)
+    reader_id: Mapped[str] = mapped_column(String(32), server_default=LOCAL_READER)
     book_sha256: Mapped[str] = mapped_column(String(64))
     edition_sha256: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16))  # "anchored" | "orphaned"
@@ -387,3 +403,62 @@ class LibraryFactRow(Base):
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str]
+
+
+class ReaderRow(Base):
+    """A reader of the library: ``id`` is derived from the name (not insertion order),
+    ``token_hash`` the SHA-256 (hex) of the token, which is never stored."""
+
+    __tablename__ = "readers"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime]
+
+
+class _PlaceColumns:
+    """A place a reader keeps (position, bookmark): like a highlight, source coordinates
+    of ``edition_sha256`` plus a quote. ``point`` is the place itself (book source
+    coordinates); ``source_start``/``source_end`` the quoted text next to it (what
+    re-anchoring looks for); ``locator`` the full resolved Locator's JSON."""
+
+    reader_id: Mapped[str] = mapped_column(String(32))
+    book_sha256: Mapped[str] = mapped_column(String(64))
+    edition_sha256: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))  # "anchored" | "orphaned"
+    section: Mapped[int] = mapped_column(Integer)
+    href: Mapped[str | None]
+    point: Mapped[int]
+    source_start: Mapped[int]
+    source_end: Mapped[int]
+    exact: Mapped[str]
+    prefix: Mapped[str]
+    suffix: Mapped[str]
+    locator: Mapped[dict[str, Any]] = mapped_column(JSON)
+    reanchored: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class PositionRow(_PlaceColumns, Base):
+    """A reading position as one device sent it (``modified``: the client's time)."""
+
+    __tablename__ = "positions"
+    __table_args__ = (Index(None, "reader_id", "book_sha256", "modified"),)
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
+    uid: Mapped[str] = mapped_column(String(32), unique=True)
+    device: Mapped[str] = mapped_column(String(128))
+    modified: Mapped[datetime]
+    received_at: Mapped[datetime]
+
+
+class BookmarkRow(_PlaceColumns, Base):
+    """A bookmark: ``uid`` is derived from (reader, book, place), not insertion order."""
+
+    __tablename__ = "bookmarks"
+    __table_args__ = (Index(None, "reader_id", "book_sha256"),)
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
+    uid: Mapped[str] = mapped_column(String(32), unique=True)
+    title: Mapped[str | None]
+    created_at: Mapped[datetime]

@@ -233,6 +233,20 @@ class OffsetMap:
         """Vectorized ``source_span`` for non-empty normalized ranges."""
         return self.source_starts(starts), self.source_ends(ends)
 
+    def deletions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Source spans of the deleting edit runs (``n == 0``) that overlap source
+        ``[start, end)``, clipped to it, in order."""
+        b, m, n = self._b, self._m, self._n
+        lo = max(int(np.searchsorted(b + m, start, side="right")), 0)
+        hi = int(np.searchsorted(b, end, side="left"))
+        out: list[tuple[int, int]] = []
+        for k in range(lo, hi):
+            if n[k] == 0 and m[k] > 0:
+                s, e = max(int(b[k]), start), min(int(b[k] + m[k]), end)
+                if s < e:
+                    out.append((s, e))
+        return out
+
     def to_normalized(self, j: int) -> int:
         """Normalized position of source position ``j`` (a boundary).
 

@@ -3,9 +3,11 @@ chunks, blocks, verify, export (byte-identical across processes), delete, errors
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -150,11 +152,61 @@ def test_export_is_byte_identical_across_processes_and_libraries(
 def test_delete(tmp_path: Path) -> None:
     db = tmp_path / "lib.sqlite"
     run(db, "import", str(SAMPLES / "wasteland.epub"), str(SAMPLES / "qiaoshi-yanyi.txt"))
-    gone = run(db, "delete", "waste")
+    # not a terminal (CliRunner's stdin): no one to ask, so it refuses without --yes
+    refused = run(db, "delete", "waste")
+    assert refused.exit_code == 2 and "--yes" in refused.output
+    assert "not a terminal" in refused.output
+    assert len(json.loads(run(db, "books", "--json").stdout)) == 2
+    gone = run(db, "delete", "waste", "--yes")
     assert gone.exit_code == 0 and "deleted The Waste Land" in gone.stdout
     assert [b["title"] for b in json.loads(run(db, "books", "--json").stdout)] == ["qiaoshi-yanyi"]
-    again = run(db, "delete", "waste")
+    again = run(db, "delete", "waste", "--yes")
     assert again.exit_code == 1
+    missing = run(db, "delete", "waste")  # a missing book is an error, not a question
+    assert missing.exit_code == 1 and "no book" in missing.stderr
+
+
+def _on_a_terminal(db: Path, answer: bytes, *args: str) -> tuple[int, str]:
+    """Run ``mindory --db DB delete ARGS`` with a pseudo-terminal as stdin and stderr,
+    type ``answer``; the exit code and everything the terminal showed."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mindory", "--db", str(db), "delete", *args],
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        cwd=ROOT,
+    )
+    os.close(follower)
+    shown = b""
+    try:
+        while b"?" not in shown:  # the question, then the answer
+            chunk = os.read(leader, 1024)
+            if not chunk:
+                break
+            shown += chunk
+        os.write(leader, answer)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(OSError):
+            while chunk := os.read(leader, 1024):
+                shown += chunk
+        os.close(leader)
+    return proc.returncode, (shown + out).decode("utf-8", "replace")
+
+
+def test_delete_asks_on_a_terminal(tmp_path: Path) -> None:
+    db = tmp_path / "lib.sqlite"
+    run(db, "import", str(SAMPLES / "wasteland.epub"), str(SAMPLES / "qiaoshi-yanyi.txt"))
+    code, shown = _on_a_terminal(db, b"n\n", "waste")
+    assert code == 1, shown
+    assert "Delete 'The Waste Land'" in shown and "[y/N]" in shown
+    assert "nothing deleted" in shown
+    assert len(json.loads(run(db, "books", "--json").stdout)) == 2
+    code, shown = _on_a_terminal(db, b"y\n", "waste")
+    assert code == 0, shown
+    assert "deleted The Waste Land" in shown
+    assert [b["title"] for b in json.loads(run(db, "books", "--json").stdout)] == ["qiaoshi-yanyi"]
 
 
 def test_errors_are_one_line(library: Path, tmp_path: Path) -> None:
@@ -197,3 +249,35 @@ def test_chunk_command_needs_no_library(tmp_path: Path) -> None:
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
     assert doc["book"]["title"] == "News from Nowhere" and doc["chunks"]
+
+
+def test_show_toc_explains_entries_outside_the_spine(tmp_path: Path) -> None:
+    from tests.importers.test_epub import NAV, _with_nav_property, make_epub, xhtml
+
+    path = make_epub(
+        tmp_path / "b.epub",
+        {
+            "nav.xhtml": xhtml(NAV),
+            "a.xhtml": xhtml('<p>Intro text.</p><section id="s2"> <h2>Two</h2></section>'),
+            "b.xhtml": xhtml("<p>b</p>"),
+        },
+        spine='<itemref idref="d1"/><itemref idref="d2"/>',
+    )
+    path = _with_nav_property(path, "d0")
+    db = tmp_path / "lib.sqlite"
+    assert run(db, "import", str(path)).exit_code == 0
+    shown = run(db, "show", "Test Book", "--toc")
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    web = next(line for line in lines if "Web" in line)
+    assert "— (not in the spine)" in web and "example.com" in web
+    assert "?" not in shown.stdout
+    assert "— (no link)" in next(line for line in lines if "Heading only" in line)
+    assert any("Bee" in line and "§1 @0" in line for line in lines)
+    assert any(line.startswith("§N @M: the entry opens section N") for line in lines)
+    assert any(line.startswith("—: the entry has no section to open") for line in lines)
+    # a book whose entries all have a section gets the first legend line only
+    plain = run(db, "import", str(SAMPLES / "wasteland.epub"))
+    assert plain.exit_code == 0
+    waste = run(db, "show", "The Waste", "--toc").stdout
+    assert "§N @M:" in waste and "not in the spine" not in waste

@@ -4,6 +4,7 @@ and ``--json`` that is exactly the Library's ``to_json()``."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from click.testing import CliRunner, Result
 from mindory.cli import main
 from mindory.library import Library
 from mindory.search.evaluation import evaluate, load_queries
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, corpus_file
 
 
 def run(db: Path, *args: str) -> Result:
@@ -101,20 +102,22 @@ def test_locate_json_is_the_library_shape(db: Path) -> None:
         cfi = hit.locator.cfi
         assert cfi is not None
         want_cfi = lib.locate("waste", cfi=cfi).to_json()
-        want_offset = lib.locate("qiaoshi", section=3, offset=100, utf16=True).to_json()
+        want_offset = lib.locate("qiaoshi", section=3, section_offset=100, utf16=True).to_json()
         want_chunk = lib.locate_chunk("waste", hit.chunk).to_json()
     got = run(db, "locate", "waste", "--cfi", cfi, "--json")
     assert got.exit_code == 0, got.output
     assert json.loads(got.stdout) == want_cfi
     assert hit.chunk in [c["id"] for c in want_cfi["chunks"]]
-    got = run(db, "locate", "qiaoshi", "--section", "3", "--offset", "100", "--utf16", "--json")
+    got = run(
+        db, "locate", "qiaoshi", "--section", "3", "--section-offset", "100", "--utf16", "--json"
+    )
     assert json.loads(got.stdout) == want_offset
     got = run(db, "locate", "waste", "--chunk", hit.chunk[:12], "--json")
     assert json.loads(got.stdout) == want_chunk == hit.locator.to_json()
     readable_cfi = run(db, "locate", "waste", "--cfi", cfi)
     assert readable_cfi.exit_code == 0 and "[bodymatter]" in readable_cfi.stdout  # not markup
     assert "[ch1]" in run(db, "locate", "waste", "--chunk", hit.chunk[:12]).stdout
-    readable = run(db, "locate", "news", "--section", "7", "--offset", "100")
+    readable = run(db, "locate", "news", "--section", "7", "--section-offset", "100")
     assert readable.exit_code == 0 and "chunks containing it" in readable.stdout
     assert "char=" in readable.stdout
     usage = run(db, "locate", "news")
@@ -133,3 +136,61 @@ def test_eval_command(db: Path) -> None:
     assert "R@10" in readable.stdout and "answer completeness" in readable.stdout
     missing = run(db, "eval", str(queries.with_name("none.jsonl")))
     assert missing.exit_code == 1 and "cannot read the query set" in missing.stderr
+
+
+def test_locate_takes_the_offset_search_prints(db: Path) -> None:
+    """One plain-text convention: the `char=N` a search prints is the `--offset` of locate
+    (book source coordinates, file-global); `--section-offset` counts from the section."""
+    found = run(db, "search", "客氏", "--book", "qiaoshi", "--mode", "lexical", "--k", "10")
+    assert found.exit_code == 0, found.output
+    printed = re.findall(r"§(\d+)\s+char=(\d+),(\d+)", found.stdout)
+    with Library.open(db) as lib:
+        starts = {s.ordinal: s.source_start for s in lib.sections("qiaoshi")}
+    # a hit whose section-local offset is smaller than its section's start: the two
+    # conventions give different places, so mixing them up cannot go unnoticed
+    section, start = next(
+        (sec, int(a)) for sec, a, _ in printed if int(a) - starts[int(sec)] < starts[int(sec)]
+    )
+    section_start = starts[int(section)]
+    by_offset = run(db, "locate", "qiaoshi", "--section", section, "--offset", str(start), "--json")
+    assert by_offset.exit_code == 0, by_offset.output
+    doc = json.loads(by_offset.stdout)
+    assert doc["source"]["position"] == start
+    assert doc["locations"]["fragments"] == [f"char={start}"]
+    # the section may be left out for plain text: the offset names it
+    no_section = run(db, "locate", "qiaoshi", "--offset", str(start), "--json")
+    assert json.loads(no_section.stdout) == doc
+    local = str(start - section_start)
+    by_local = run(
+        db, "locate", "qiaoshi", "--section", section, "--section-offset", local, "--json"
+    )
+    assert json.loads(by_local.stdout) == doc
+    # a section-local number given as --offset is outside the section, and says why
+    wrong = run(db, "locate", "qiaoshi", "--section", section, "--offset", local)
+    assert wrong.exit_code == 1
+    assert "book coordinates" in wrong.stderr and "--section-offset" in wrong.stderr
+    both = run(db, "locate", "qiaoshi", "--offset", "1", "--section-offset", "1")
+    assert both.exit_code == 2 and "not both" in both.output
+    orphan = run(db, "locate", "qiaoshi", "--section-offset", "1")
+    assert orphan.exit_code == 2 and "--section" in orphan.output
+
+
+def test_eval_finds_a_book_by_content_under_another_file_name(tmp_path: Path) -> None:
+    """The query set names `qiaoshi-yanyi.txt` and gives its SHA-256; the library holds
+    the same bytes under the corpus's file name: eval matches the book by content."""
+    copy = corpus_file("txt_zh-Hant_qiaoshi-yanyi_big5hkscs-astral_crlf.txt")
+    sample = SAMPLES / "qiaoshi-yanyi.txt"
+    assert copy.read_bytes() == sample.read_bytes() and copy.name != sample.name
+    db = tmp_path / "lib.sqlite"
+    assert run(db, "import", str(copy), "--json").exit_code == 0
+    with Library.open(db) as lib:
+        (only,) = lib.books()
+    assert only.file_name == copy.name
+    queries = SAMPLES / "queries" / "qiaoshi-yanyi.jsonl"
+    got = run(db, "eval", str(queries), "--mode", "lexical", "--json")
+    assert got.exit_code == 0, got.output
+    report = json.loads(got.stdout)
+    n = len(load_queries(queries))
+    assert report["missing"] == [] and report["queries"] == n, report["missing"]
+    assert report["answers_found"] == n
+    assert all(d["book"] == "qiaoshi-yanyi.txt" and d["answers"] for d in report["details"])

@@ -461,6 +461,7 @@ def test_quote_match_json_has_stable_keys() -> None:
         "caseInsensitive",
         "occurrences",
         "note",
+        "rubyIgnored",
     ]
     assert r.to_json()["source"] == {"start": 6, "end": 10}
     assert calibrate_quote(["alpha"], "omega").to_json()["source"] is None

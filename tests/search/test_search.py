@@ -218,8 +218,11 @@ def test_modes_and_scores(lib: Library) -> None:
     assert all(h.scores["lexical"] is None for h in vector.hits)
     assert all(-1.0 <= h.score <= 1.0 for h in vector.hits)  # cosine similarity
     top = hybrid.hits[0]
-    assert top.scores["lexical"] is not None and top.scores["vector"] is not None
-    assert top.scores["lexical"].rank == 1
+    # English: the word index and the vectors rank it; the trigram list, which fusion
+    # gives no weight in English, is not asked for (lexical mode neither).
+    assert top.scores["words"] is not None and top.scores["vector"] is not None
+    assert top.scores["words"].rank == 1
+    assert all(h.scores["lexical"] is None for h in hybrid.hits)
     with pytest.raises(MindoryError, match="unknown search mode"):
         lib.search(q, mode="semantic")
     with pytest.raises(MindoryError, match="k must be"):
@@ -329,16 +332,22 @@ def test_locate_section_offsets_and_chunks(lib: Library) -> None:
     section = lib.section(book.id, 5)
     full = SOURCES[book.id][1]
     local = 1234
-    got = lib.locate("qiaoshi", section=5, offset=local)
+    got = lib.locate("qiaoshi", section=5, section_offset=local)
     pos = section.info.source_start + local
+    # ``offset`` is book source coordinates (file-global for plain text, as ``char=N``),
+    # with or without the section; ``section_offset`` counts from the section's start.
+    assert lib.locate("qiaoshi", section=5, offset=pos).to_json() == got.to_json()
+    assert lib.locate("qiaoshi", offset=pos).to_json() == got.to_json()
     assert got.position["source"]["position"] == pos
     assert got.position["source"]["utf16Position"] == _u16(full[:pos])
     assert got.position["locations"]["fragments"] == [f"char={pos}"]
     assert got.chunks and all(c.source_start <= pos < c.source_end for c in got.chunks)
     # The same place in UTF-16 units of the section (the sample has astral characters).
     u16 = _u16(section.source_text[:local])
-    again = lib.locate("qiaoshi", section=5, offset=u16, utf16=True)
+    again = lib.locate("qiaoshi", section=5, section_offset=u16, utf16=True)
     assert again.position["source"]["position"] == pos
+    book_u16 = _u16(full[:pos])
+    assert lib.locate("qiaoshi", offset=book_u16, utf16=True).to_json() == again.to_json()
     with pytest.raises(MindoryError, match="outside section"):
         lib.locate("qiaoshi", section=5, offset=10**7)
     with pytest.raises(MindoryError, match="either a CFI"):
@@ -384,16 +393,25 @@ def test_embed_only_what_is_missing(fresh: Library) -> None:
     assert first.embedded == first.total == _current_chunks(fresh) == _vector_count(fresh)
     assert first.embedding.embedder_id == "hashed-ngram-v1-384" and first.embedding.current
     assert fresh.embed().embedded == 0
-    news = fresh.import_book(NEWS)
+    # (an import embeds its new chunks itself; embed=False leaves them to embed())
+    news = fresh.import_book(NEWS, embed=False)
+    assert news.embedded == 0 and news.embedding is None
     assert fresh.embed().embedded == news.chunks
     seen: list[tuple[str, int, int]] = []
-    redo = fresh.import_book(NEWS, Settings(chunking=ChunkSettings(size=500, overlap=50)))
+    redo = fresh.import_book(
+        NEWS, Settings(chunking=ChunkSettings(size=500, overlap=50)), embed=False
+    )
     again = fresh.embed(batch_size=100, progress=lambda *a: seen.append(a))
     assert again.embedded == redo.chunks
     assert seen[0] == ("embed", 0, redo.chunks) and seen[-1] == ("embed", redo.chunks, redo.chunks)
     assert len(seen) >= redo.chunks // 100
     # Making the old derivation current again needs no new vectors.
-    fresh.import_book(NEWS)
+    back = fresh.import_book(NEWS)
+    assert back.made_current and back.embedded == 0
+    assert fresh.embed().embedded == 0
+    # A new derivation imported by default is embedded as part of the import.
+    third = fresh.import_book(NEWS, Settings(chunking=ChunkSettings(size=300, overlap=50)))
+    assert third.embedded == third.chunks and third.embedding == first.embedding.fingerprint
     assert fresh.embed().embedded == 0
     info = fresh.index()
     assert info.count == _current_chunks(fresh) and info.status in ("current", "loaded")

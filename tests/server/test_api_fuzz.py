@@ -198,7 +198,10 @@ def test_fuzz_with_real_books(
             if how == "offset":
                 case.query = {
                     "section": data.draw(st.integers(0, book.section_count - 1)),
-                    "offset": data.draw(st.integers(0, 2000)),
+                    # book coordinates, or counted from the section's start
+                    data.draw(st.sampled_from(["offset", "section_offset"])): data.draw(
+                        st.integers(0, 2000)
+                    ),
                     "unit": data.draw(st.sampled_from(["codepoint", "utf16"])),
                 }
             else:

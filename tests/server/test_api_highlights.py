@@ -156,10 +156,11 @@ def test_locate_is_the_cli_json(
     cp = astral[0] + 10
     u = _u16(text[:cp])
     by_u16 = client.get(
-        f"/books/{txt}/locate", params={"section": s["ordinal"], "offset": u, "unit": "utf16"}
+        f"/books/{txt}/locate",
+        params={"section": s["ordinal"], "section_offset": u, "unit": "utf16"},
     ).json()
     by_cp = client.get(
-        f"/books/{txt}/locate", params={"section": s["ordinal"], "offset": cp}
+        f"/books/{txt}/locate", params={"section": s["ordinal"], "section_offset": cp}
     ).json()
     assert (
         by_u16
@@ -170,7 +171,7 @@ def test_locate_is_the_cli_json(
             txt,
             "--section",
             str(s["ordinal"]),
-            "--offset",
+            "--section-offset",
             str(u),
             "--utf16",
             "--json",
@@ -178,6 +179,60 @@ def test_locate_is_the_cli_json(
     )
     assert by_cp["source"]["position"] == s["source_start"] + cp
     assert by_cp["locations"]["fragments"] == [f"char={s['source_start'] + cp}"]
+    # `offset` is book source coordinates (file-global for plain text), as `char=N`
+    glob = s["source_start"] + cp
+    assert s["source_start"] > 0
+    assert (
+        client.get(f"/books/{txt}/locate", params={"section": s["ordinal"], "offset": glob}).json()
+        == by_cp
+        == client.get(f"/books/{txt}/locate", params={"offset": glob}).json()
+        == client.get(
+            f"/books/{txt}/locate", params={"offset": s["utf16_start"] + u, "unit": "utf16"}
+        ).json()
+        == _cli_json(library_path, "locate", txt, "--offset", str(glob), "--json")
+    )
+
+
+def test_one_offset_convention_at_every_door(client: TestClient, ids: dict[str, str]) -> None:
+    """The numbers a search hit carries (`char=N`, `source.start`) are what locate's
+    `offset`, `POST /highlights` and calibration's `source` use: book source coordinates."""
+    txt = ids["qiaoshi-yanyi.txt"]
+    hits = client.get("/search", params={"q": "客氏", "book": txt, "mode": "lexical"}).json()
+    hit = next(h for h in hits["hits"] if h["locator"]["section"] > 1)
+    loc = hit["locator"]
+    start, section = loc["source"]["start"], loc["section"]
+    assert loc["locations"]["fragments"][0].startswith(f"char={start},")
+    located = client.get(f"/books/{txt}/locate", params={"section": section, "offset": start})
+    assert located.status_code == 200, located.text
+    assert located.json()["source"]["position"] == start
+    assert hit["chunk"] in [c["id"] for c in located.json()["chunks"]]
+    quote = loc["text"]["highlight"][:30]
+    anchor = client.post(f"/books/{txt}/anchors", json={"quote": quote}).json()
+    assert anchor["method"] == "exact" and anchor["source"]["start"] == start
+    made = client.post(
+        f"/books/{txt}/highlights",
+        json={"section": section, "start": start, "end": start + 30, "exact": quote},
+    )
+    assert made.status_code == 201, made.text
+    try:
+        target = made.json()["target"]
+        pos = next(x for x in target["selector"] if x["type"] == "TextPositionSelector")
+        assert (pos["start"], pos["end"]) == (start, start + 30)
+    finally:
+        client.delete(f"/books/{txt}/highlights/{made.json()['id']}")
+    # section-local numbers only under their own name; given as `offset` they are refused
+    local = start - client.get(f"/books/{txt}/sections/{section}").json()["source_start"]
+    assert local < start
+    by_local = client.get(
+        f"/books/{txt}/locate", params={"section": section, "section_offset": local}
+    )
+    assert by_local.json() == located.json()
+    wrong = _error(
+        client.get(f"/books/{txt}/locate", params={"section": section, "offset": local}), 400
+    )
+    assert "book coordinates" in wrong["error"] and "section_offset" in wrong["error"]
+    _error(client.get(f"/books/{txt}/locate", params={"offset": 1, "section_offset": 1}), 422)
+    _error(client.get(f"/books/{txt}/locate", params={"section_offset": 1}), 422)
 
 
 def test_locate_errors(client: TestClient, ids: dict[str, str]) -> None:

@@ -40,6 +40,9 @@ TABLES = {
     "embeddings",
     "chunk_vectors",
     "highlights",
+    "readers",
+    "positions",
+    "bookmarks",
     "chunk_terms",
     "library_facts",
 }

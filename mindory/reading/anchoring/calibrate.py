@@ -11,11 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mindory.reading.anchoring.folding import _is_cjk_text, _is_word_char, fold
+from mindory.reading.anchoring.folding import FoldedText, _is_cjk_text, _is_word_char, fold
+from mindory.reading.anchoring.ruby import ReaderText
 from mindory.reading.anchoring.sections import SectionText, _find_near
 from mindory.reading.anchoring.thresholds import DEFAULT_MIN_PREFIX, DEFAULT_MIN_PREFIX_CJK
 
 QuoteMethod = Literal["exact", "normalized", "prefix", "rejected"]
+_View = FoldedText | ReaderText  # a folded text to search, with its way back to source
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,8 @@ class QuoteMatch:
     ``section`` is the ordinal of the :class:`SectionText` that matched (for a
     bare string: its index in the sequence). ``occurrences`` is how many
     places matched equally well (the one nearest the hint was taken).
+    ``ruby_ignored``: the quote matched the text without ruby annotations
+    (furigana); the span still covers whole ``<ruby>`` elements.
     """
 
     method: QuoteMethod
@@ -44,6 +48,7 @@ class QuoteMatch:
     case_insensitive: bool
     occurrences: int
     note: str
+    ruby_ignored: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +66,7 @@ class QuoteMatch:
             "caseInsensitive": self.case_insensitive,
             "occurrences": self.occurrences,
             "note": self.note,
+            "rubyIgnored": self.ruby_ignored,
         }
 
 
@@ -103,7 +109,9 @@ def calibrate_quote(
        line breaks and CRLF → one space, whitespace between CJK characters
        dropped, NFKC width folding, curly quotes → straight, dashes → ``-``,
        soft hyphens and zero-width characters ignored); case-sensitive first,
-       then case-insensitive.
+       then case-insensitive. A text with ruby (:attr:`SectionText.ruby`) is
+       also searched without its ruby annotations (``<rt>``/``<rp>``: a quote
+       typed without furigana); such a match says ``ruby_ignored``.
     3. ``prefix`` — the longest prefix of the folded quote that occurs (cut
        back to a word boundary for space-separated scripts, trailing spaces
        dropped), if at least ``min_prefix`` folded code points long (default
@@ -117,6 +125,11 @@ def calibrate_quote(
     inside the hint beats an exact one outside it. Level 3 takes the longest
     prefix over all texts (the earlier text on a tie). Among several
     occurrences the one inside / nearest the hint is taken, else the first.
+
+    Where the text has ruby, every span found is widened to whole ``<ruby>``
+    elements (it starts at or before a ruby element's start and ends at or
+    after its end), and a place whose widening adds no visible text is
+    preferred to one that cuts a ruby base.
     """
     items = _as_section_texts(section_texts)
     stripped = quote.strip()
@@ -145,71 +158,118 @@ def calibrate_quote(
         """End of folded quote[off:off+n] in the raw quote."""
         return lead + qfold.map.to_source_end(q_lead + off + n)
 
-    def exact_in(t: SectionText) -> tuple[QuoteMatch, int] | None:
+    def finish(
+        method: QuoteMethod,
+        t: SectionText,
+        s: int,
+        e: int,
+        matched: int,
+        ci: bool,
+        count: int,
+        note: str,
+        level: int,
+    ) -> _Found:
+        """A match at section-local source ``[s, e)``, grown to whole ruby elements."""
+        idx = t.ruby_index
+        clean, mixed = True, False
+        if idx is not None:
+            ws, we = idx.widen(s, e)
+            clean = idx.is_clean(s, e)
+            mixed = level < 2 and idx.hides(s, e)
+            if (ws, we) != (s, e):
+                note += "; the span widened to whole ruby elements"
+                s, e = ws, we
+        m = QuoteMatch(
+            method,
+            quote,
+            t.source_text[s:e],
+            t.ordinal,
+            t.source_start + s,
+            t.source_start + e,
+            n_raw,
+            matched,
+            ci,
+            count,
+            note,
+            level == 2,
+        )
+        gap = _span_distance(t.source_start + s, t.source_start + e, hint)[0]
+        return _Found(m, gap, clean, mixed, level)
+
+    def exact_in(t: SectionText) -> _Found | None:
         occ = _find_near(t.source_text, stripped, _hint_local(t, hint))
         if not occ:
             return None
         n = len(stripped)
-        best = min(
-            occ, key=lambda x: _span_distance(t.source_start + x, t.source_start + x + n, hint)
-        )
-        s = t.source_start + best
+
+        def key(x: int) -> tuple[int, int, int]:
+            gap, near = _span_distance(t.source_start + x, t.source_start + x + n, hint)
+            return (gap, _cuts(t, x, x + n), near)
+
+        best = min(occ, key=key)
         more = f"; {len(occ)} occurrences, the nearest to the hint taken" if len(occ) > 1 else ""
-        m = QuoteMatch(
+        return finish(
             "exact",
-            quote,
-            t.source_text[best : best + n],
-            t.ordinal,
-            s,
-            s + n,
-            n_raw,
+            t,
+            best,
+            best + n,
             lead + n,
             False,
             len(occ),
             "the quote occurs literally" + more,
+            0,
         )
-        return m, _span_distance(s, s + n, hint)[0]
 
-    def normalized_in(t: SectionText) -> tuple[QuoteMatch, int] | None:
-        f = t.folded
+    def normalized_in(t: SectionText, view: _View | None, level: int) -> _Found | None:
+        if view is None:
+            return None
         for ci in (False, True):
             for needle0, off, how in variants:
                 needle = needle0.lower() if ci else needle0
-                found = _best_folded(t, f.haystack(ci), needle, hint)
+                found = _best_folded(t, view, view.haystack(ci), needle, hint)
                 if found is None:
                     continue
                 fs, fe, count = found
-                s, e = f.source_span(fs, fe)
-                m = QuoteMatch(
+                s, e = view.source_span(fs, fe)
+                what = (
+                    "the quote occurs in the text without ruby annotations (furigana), "
+                    "after folding whitespace, width, quote marks and dashes"
+                    if level == 2
+                    else "the quote occurs after folding whitespace, width, quote marks and dashes"
+                )
+                return finish(
                     "normalized",
-                    quote,
-                    t.source_text[s:e],
-                    t.ordinal,
-                    t.source_start + s,
-                    t.source_start + e,
-                    n_raw,
+                    t,
+                    s,
+                    e,
                     raw_end(off, len(needle0)),
                     ci,
                     count,
-                    "the quote occurs after folding whitespace, width, quote marks and dashes"
-                    + (", ignoring case" if ci else "")
-                    + how,
+                    what + (", ignoring case" if ci else "") + how,
+                    level,
                 )
-                return m, _span_distance(t.source_start + s, t.source_start + e, hint)[0]
         return None
 
-    # 1.–2. exact, else normalized — per text, in order. With a hint, a folded match
-    # inside the hint beats a literal one outside it (the quote "a\r\nb" cited from a
-    # chunk holding "a b" is that chunk's text, not a line-broken copy chapters away).
+    # 1.–2. exact, else normalized (on the source text, then on the text without ruby
+    # annotations) — per text, in order. With a hint, a folded match inside the hint
+    # beats a literal one outside it (the quote "a\r\nb" cited from a chunk holding
+    # "a b" is that chunk's text, not a line-broken copy chapters away); a match that
+    # would cut a ruby element's visible text gives way to one that does not, and one
+    # across ruby annotations to one in the text without them.
     for t in items:
-        ex = exact_in(t)
-        if ex is not None and (hint is None or ex[1] == 0):
-            return ex[0]
-        no = normalized_in(t)
-        if no is not None and (ex is None or no[1] == 0):
-            return no[0]
-        if ex is not None:
-            return ex[0]
+        found: list[_Found] = []
+        for level in (0, 1, 2):
+            if level == 0:
+                one = exact_in(t)
+            else:
+                one = normalized_in(t, t.folded if level == 1 else t.reader, level)
+            if one is None:
+                continue
+            if one.gap == 0 and one.clean and not one.mixed:
+                return one.match
+            found.append(one)
+        if found:
+            return min(found, key=lambda f: (f.gap > 0, not f.clean, f.mixed, f.level)).match
     if not qf:
         return rejected("the quote holds only invisible characters")
 
@@ -219,37 +279,39 @@ def calibrate_quote(
         floor = DEFAULT_MIN_PREFIX_CJK if _is_cjk_text(qf) else DEFAULT_MIN_PREFIX
     floor = max(1, floor)
     best_len = 0
-    best_at: tuple[SectionText, bool, str, int] | None = None
+    best_at: tuple[SectionText, _View, int, bool, str, int] | None = None
     for ci in (False, True):
         for needle0, off, _ in variants:
             needle = needle0.lower() if ci else needle0
             for t in items:
-                n = _trim_prefix(needle0, _longest_prefix(t.folded.haystack(ci), needle))
-                if n > best_len:
-                    best_len, best_at = n, (t, ci, needle0, off)
+                views: list[tuple[_View, int]] = [(t.folded, 1)]
+                if t.reader is not None:
+                    views.append((t.reader, 2))
+                for view, level in views:
+                    n = _trim_prefix(needle0, _longest_prefix(view.haystack(ci), needle))
+                    if n > best_len:
+                        best_len, best_at = n, (t, view, level, ci, needle0, off)
     if best_at is not None and best_len >= floor:
-        t, ci, needle0, off = best_at
-        f = t.folded
+        t, view, level, ci, needle0, off = best_at
         needle = (needle0.lower() if ci else needle0)[:best_len]
-        found = _best_folded(t, f.haystack(ci), needle, hint)
-        assert found is not None
-        fs, fe, count = found
-        s, e = f.source_span(fs, fe)
-        return QuoteMatch(
+        hit = _best_folded(t, view, view.haystack(ci), needle, hint)
+        assert hit is not None
+        fs, fe, count = hit
+        s, e = view.source_span(fs, fe)
+        return finish(
             "prefix",
-            quote,
-            t.source_text[s:e],
-            t.ordinal,
-            t.source_start + s,
-            t.source_start + e,
-            n_raw,
+            t,
+            s,
+            e,
             raw_end(off, best_len),
             ci,
             count,
             f"only the first {best_len} of {len(needle0)} characters (after folding) occur"
+            + (" in the text without ruby annotations (furigana)" if level == 2 else "")
             + (", ignoring case" if ci else "")
             + "; the rest of the quote is not in the text",
-        )
+            level,
+        ).match
     if best_len:
         return rejected(
             f"the longest prefix that occurs has {best_len} characters (after folding), "
@@ -258,22 +320,45 @@ def calibrate_quote(
     return rejected("no part of the quote occurs in the text")
 
 
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A candidate match in one text: how far from the hint, whether it keeps the
+    visible text of every ruby element whole, whether it matched across ruby
+    annotations in the source text (``mixed``: what a reader sees there is not the
+    quote, so a match in the text without annotations is preferred), and its level
+    (0 exact, 1 folded, 2 folded without ruby annotations)."""
+
+    match: QuoteMatch
+    gap: int
+    clean: bool
+    mixed: bool
+    level: int
+
+
+def _cuts(t: SectionText, start: int, end: int) -> int:
+    """1 when section-local ``[start, end)`` cuts the visible text of a ruby element."""
+    idx = t.ruby_index
+    return 0 if idx is None or idx.is_clean(start, end) else 1
+
+
 def _best_folded(
-    t: SectionText, hay: str, needle: str, hint: tuple[int, int] | None
+    t: SectionText, view: _View, hay: str, needle: str, hint: tuple[int, int] | None
 ) -> tuple[int, int, int] | None:
-    """The occurrence of ``needle`` in folded ``hay`` nearest ``hint``: (start, end, count)."""
-    f = t.folded
-    around = f.to_folded(_hint_local(t, hint))
+    """The occurrence of ``needle`` in folded ``hay`` nearest ``hint``: (start, end, count).
+
+    Among equally near ones, one that keeps ruby elements whole is preferred."""
+    around = view.to_folded(_hint_local(t, hint))
     occ = _find_near(hay, needle, around)
     if not occ:
         return None
     n = len(needle)
 
-    def key(x: int) -> tuple[int, int]:
-        s, e = f.source_span(x, x + n)
-        return _span_distance(t.source_start + s, t.source_start + e, hint)
+    def key(x: int) -> tuple[int, int, int]:
+        s, e = view.source_span(x, x + n)
+        gap, near = _span_distance(t.source_start + s, t.source_start + e, hint)
+        return (gap, _cuts(t, s, e), near)
 
-    best = occ[0] if hint is None else min(occ, key=key)
+    best = occ[0] if hint is None and t.ruby_index is None else min(occ, key=key)
     return best, best + n, len(occ)
 
 

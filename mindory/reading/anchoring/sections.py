@@ -7,10 +7,14 @@ re-anchoring; :func:`_find_near` is the occurrence search both use.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cached_property
 
+from mindory.importers.xhtml.ruby import RubyLayout
+from mindory.importers.xhtml.ruby import ruby_layout as _layout_of
 from mindory.reading.anchoring.folding import FoldedText, fold
+from mindory.reading.anchoring.ruby import ReaderText, RubyIndex
 from mindory.reading.anchoring.thresholds import MAX_OCCURRENCES
 from mindory.text.records import Book, Section
 
@@ -25,6 +29,12 @@ class SectionText:
     identify the section (used to match sections across editions). The folded
     text is computed on first use and cached: reuse the same objects for many
     quotes or highlights.
+
+    ``ruby`` is the section's :class:`RubyLayout` (positions local to
+    ``source_text``), or a function that makes it on first use (e.g. by parsing
+    the stored content document), or None (no ruby: plain text). It gives
+    :attr:`reader` — the text without ruby annotations, which quote calibration
+    also searches — and :attr:`ruby_index` (whole ``<ruby>`` elements).
     """
 
     ordinal: int
@@ -32,15 +42,20 @@ class SectionText:
     source_start: int = 0
     href: str | None = None
     title: str = ""
+    ruby: RubyLayout | Callable[[], RubyLayout | None] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @classmethod
     def from_section(cls, section: Section) -> SectionText:
+        body = getattr(section.dom, "body", None)
         return cls(
             ordinal=section.ordinal,
             source_text=section.source_text,
             source_start=section.source_start,
             href=section.href,
             title=section.title,
+            ruby=(lambda: _layout_of(body)) if body is not None else None,
         )
 
     @classmethod
@@ -54,6 +69,31 @@ class SectionText:
     @cached_property
     def folded(self) -> FoldedText:
         return fold(self.source_text)
+
+    @cached_property
+    def ruby_layout(self) -> RubyLayout | None:
+        """The section's ruby layout (None: none, or it does not fit this text)."""
+        found = self.ruby() if callable(self.ruby) else self.ruby
+        if found is None or found.source_length != len(self.source_text):
+            return None
+        if found.source_text is not None and found.source_text != self.source_text:
+            return None
+        if not found.rubies and not found.annotations:
+            return None
+        return found
+
+    @cached_property
+    def ruby_index(self) -> RubyIndex | None:
+        layout = self.ruby_layout
+        return None if layout is None else RubyIndex(layout)
+
+    @cached_property
+    def reader(self) -> ReaderText | None:
+        """The text without ruby annotations (None when the section has none)."""
+        layout = self.ruby_layout
+        if layout is None or not layout.annotations:
+            return None
+        return ReaderText(self.source_text, layout)
 
     @property
     def hint(self) -> SectionHint:

@@ -81,6 +81,13 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
         parent_size: Annotated[
             int, Query(ge=20, le=100_000, description="parent-child: the parents' size.")
         ] = 1600,
+        embed: Annotated[
+            bool,
+            Query(
+                description="Embed the new chunks with the library's current embedding as "
+                "part of the job (false: lexical only until `mindory embed`)."
+            ),
+        ] = True,
         replaces: Annotated[
             str | None,
             Form(
@@ -124,6 +131,7 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
                 copy=True,
                 cleanup=tmp,
                 replaces=old,
+                embed=embed,
             )
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

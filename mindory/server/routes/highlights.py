@@ -10,7 +10,7 @@ from fastapi import (
 
 from mindory.reading.highlights import UNSET, Unset
 from mindory.server.guard import HTTPError
-from mindory.server.params import BookRef, HighlightRef, ServerContext, locator_span
+from mindory.server.params import BookRef, HighlightRef, ReaderId, ServerContext, locator_span
 from mindory.server.shapes import (
     AnchorIn,
     AnnotationOut,
@@ -45,13 +45,16 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
     @api.get("/books/{book}/highlights", response_model=list[AnnotationOut], tags=["highlights"])
     def list_highlights(
         book: BookRef,
+        reader: ReaderId,
         section: Annotated[
             int | None, Query(ge=0, le=1_000_000, description="Anchored ones in this section.")
         ] = None,
         status: Annotated[Literal["anchored", "orphaned"] | None, Query()] = None,
     ) -> list[dict[str, Any]]:
         """The book's highlights as W3C Web Annotations, in reading order (orphans last)."""
-        return [h.to_json() for h in lib.highlights(book, section=section, status=status)]
+        return [
+            h.to_json() for h in lib.highlights(book, section=section, status=status, reader=reader)
+        ]
 
     @api.post(
         "/books/{book}/highlights",
@@ -59,7 +62,9 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
         response_model=AnnotationOut,
         tags=["highlights"],
     )
-    def create_highlight(book: BookRef, body: HighlightIn, response: Response) -> dict[str, Any]:
+    def create_highlight(
+        book: BookRef, body: HighlightIn, response: Response, reader: ReaderId
+    ) -> dict[str, Any]:
         """Store a highlight: `section` + `start`/`end` (book source coordinates in `unit`
         code points or UTF-16 units — as a chunk's `source_start` / `utf16_start`), or a
         range `cfi` (EPUB), or a `locator`. `exact`, if sent, must be the text there.
@@ -82,6 +87,7 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
             exact=exact,
             note=body.note,
             color=body.color,
+            reader=reader,
         )
         response.headers["Location"] = f"/books/{made.book}/highlights/{made.id}"
         return made.to_json()
@@ -91,9 +97,9 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
         response_model=AnnotationOut,
         tags=["highlights"],
     )
-    def get_highlight(book: BookRef, highlight: HighlightRef) -> dict[str, Any]:
-        """One highlight."""
-        return lib.highlight(book, highlight).to_json()
+    def get_highlight(book: BookRef, highlight: HighlightRef, reader: ReaderId) -> dict[str, Any]:
+        """One highlight (of this reader's: another's is 404, as a missing one)."""
+        return lib.highlight(book, highlight, reader=reader).to_json()
 
     @api.patch(
         "/books/{book}/highlights/{highlight}",
@@ -101,7 +107,7 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
         tags=["highlights"],
     )
     def update_highlight(
-        book: BookRef, highlight: HighlightRef, body: HighlightPatch
+        book: BookRef, highlight: HighlightRef, body: HighlightPatch, reader: ReaderId
     ) -> dict[str, Any]:
         """Change the note and/or colour (absent: unchanged; `"note": null`: no note)."""
         given = body.model_fields_set
@@ -109,13 +115,17 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
             raise HTTPError(422, "a highlight always has a colour; send one, or leave it out")
         note: str | None | Unset = body.note if "note" in given else UNSET
         color: str | Unset = body.color if body.color is not None else UNSET
-        return lib.update_highlight(book, highlight, note=note, color=color).to_json()
+        return lib.update_highlight(
+            book, highlight, note=note, color=color, reader=reader
+        ).to_json()
 
     @api.delete(
         "/books/{book}/highlights/{highlight}",
         response_model=AnnotationOut,
         tags=["highlights"],
     )
-    def delete_highlight(book: BookRef, highlight: HighlightRef) -> dict[str, Any]:
+    def delete_highlight(
+        book: BookRef, highlight: HighlightRef, reader: ReaderId
+    ) -> dict[str, Any]:
         """Delete a highlight; returns it as it was."""
-        return lib.delete_highlight(book, highlight).to_json()
+        return lib.delete_highlight(book, highlight, reader=reader).to_json()

@@ -117,6 +117,7 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
             settings=settings,
             copy=body.copy_file,
             replaces=old,
+            embed=body.embed,
         )
         response.headers["Location"] = f"/jobs/{job['id']}"
         return job

@@ -117,32 +117,49 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
         section: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
         offset: Annotated[
             int | None,
-            Query(ge=0, le=10**12, description="From the start of the section's source text."),
+            Query(
+                ge=0,
+                le=10**12,
+                description="Book source coordinates: plain text from the file's start (a "
+                "chunk's `source_start`, a hit's `char=N`), EPUB from the section's start.",
+            ),
+        ] = None,
+        section_offset: Annotated[
+            int | None,
+            Query(ge=0, le=10**12, description="From the start of `section`'s source text."),
         ] = None,
         unit: Annotated[
-            Literal["codepoint", "utf16"], Query(description="What `offset` counts.")
+            Literal["codepoint", "utf16"],
+            Query(description="What `offset` / `section_offset` count."),
         ] = "codepoint",
         chunk: Annotated[
             str | None, Query(min_length=1, max_length=64, description="A chunk id or prefix.")
         ] = None,
         page_size: Annotated[int, Query(ge=1, le=1000, description="Blocks per page.")] = 20,
     ) -> dict[str, Any]:
-        """Where a place is (`mindory locate --json`): a CFI, or a section and an offset
-        in its source text → section, block, page, both CFIs or the `char=` fragment, and
-        the chunks containing it. With `chunk`: that chunk's Locator instead."""
+        """Where a place is (`mindory locate --json`): a CFI, or an `offset` in book source
+        coordinates (with its `section`; a plain-text book may leave the section out), or a
+        `section` and a `section_offset` → section, block, page, both CFIs or the `char=`
+        fragment, and the chunks containing it. With `chunk`: that chunk's Locator instead."""
+        given = [x is not None for x in (cfi, offset, section_offset)]
         if chunk is not None:
-            if cfi is not None or section is not None or offset is not None:
-                raise HTTPError(422, "give a chunk, or a CFI, or a section and an offset")
+            if any(given) or section is not None:
+                raise HTTPError(422, "give a chunk, or a CFI, or an offset — one of them")
             return lib.locate_chunk(book, chunk, page_size=page_size).to_json()
-        if (cfi is None) == (section is None or offset is None) or (
-            cfi is not None and (section is not None or offset is not None)
-        ):
-            raise HTTPError(422, "give a CFI, or a section and an offset (or a chunk)")
+        if sum(given) != 1 or (cfi is not None and section is not None):
+            raise HTTPError(
+                422,
+                "give a CFI, or an offset (book coordinates, with its section), or a section "
+                "and a section_offset (or a chunk)",
+            )
+        if section_offset is not None and section is None:
+            raise HTTPError(422, "section_offset counts from a section's start: give the section")
         return lib.locate(
             book,
             cfi=cfi,
             section=section,
             offset=offset,
+            section_offset=section_offset,
             utf16=unit == "utf16",
             page_size=page_size,
         ).to_json()

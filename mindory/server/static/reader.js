@@ -13,6 +13,14 @@
 // so DOM offsets are source offsets. Highlights use the CSS Custom Highlight API,
 // which paints ranges without touching the DOM, so offsets stay valid.
 //
+// Reading positions (docs/reading-state.md, "Reader page"): the place the page keeps is the
+// first character on screen, as (section, book source offset in code points). When the
+// reader stops moving for SAVE_DELAY_MS (and when the page is hidden) it is PUT to
+// /books/{id}/position with this browser's device id and the client's time; opening a book
+// without a place restores the newest position; the URL fragment names the book and the
+// place (#book=ID&section=N&offset=M, or &cfi=epubcfi(...)) and a fragment given opens
+// that place and highlights it.
+//
 // Everything a test needs is on `window.mindoryReader` (see the end of this file).
 
 const HIT = 'mindory-hit'
@@ -23,6 +31,9 @@ const COLORS = { yellow: '#ffe17a', green: '#a5e3b0', blue: '#a9d3ff', pink: '#f
 const QUOTE_CHARS = 32 // prefix / suffix of a saved highlight, in code points (as the server)
 const SEARCH_K = 30 // hits asked of GET /search
 const CHUNK_PAGE = 5000
+const SAVE_DELAY_MS = 1000 // a position is saved this long after the reader stops moving
+const PLACE_QUOTE_CHARS = 32 // code points painted at a point place (the server's quote)
+const DEVICE_KEY = 'mindory_device'
 
 const $ = sel => document.querySelector(sel)
 
@@ -41,6 +52,14 @@ const state = {
     lastSaved: null, // {selection, annotation} of the last saveSelection()
     pending: null, // the last text selection in the chapter (typing a note takes the focus)
     busy: 0,
+    place: null, // {book, section, offset, utf16}: the first character on screen (book source coordinates)
+    savedPlace: null, // the place the server keeps (saved, restored or adopted): no need to PUT it again
+    position: null, // the last position answer of the server (PUT, GET or a 409's detail.current)
+    positionLog: [], // what the page sent and got: {kind: 'put'|'restore'|'conflict'|'error', ...}
+    clock: 0, // the newest `modified` (ms) seen or sent: a later write is never older
+    link: null, // the deep link opened last (parsed fragment)
+    moveTimer: null,
+    saving: Promise.resolve(),
 }
 
 // ------------------------------------------------------------------ HTTP
@@ -72,8 +91,8 @@ async function request(path, options = {}) {
 
 const getJSON = async path => (await request(path)).json()
 
-const sendJSON = async (method, path, body) => (await request(path, {
-    method, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+const sendJSON = async (method, path, body, options = {}) => (await request(path, {
+    ...options, method, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
 })).json()
 
 const bookPath = id => `/books/${encodeURIComponent(id)}`
@@ -270,24 +289,43 @@ async function loadBooks() {
     if (!state.books.length) $('#empty').textContent = 'No books yet: import one above.'
 }
 
-async function openBook(id, { section = null } = {}) {
+/**
+ * Open a book: at `section` if given (its start), at a deep `link` (a parsed fragment:
+ * opened and highlighted), else where the reader's newest position is (`restore`), else
+ * at its first text.
+ */
+async function openBook(id, { section = null, link = null, restore = true } = {}) {
     return busy(async () => {
+        await flushPosition()
         const book = await getJSON(bookPath(id))
         state.book = book
         state.section = null
+        state.place = null
+        state.savedPlace = null
+        state.position = null
         for (const btn of document.querySelectorAll('#books button'))
             btn.classList.toggle('active', btn.dataset.book === book.id)
         renderToc(book)
         $('#search').value = ''
         await loadHighlights(book.id)
-        await openSection(section ?? firstSection(book))
+        if (link && link.place) await openLinkPlace(book, link)
+        else if (section !== null && section !== undefined) await openSection(section)
+        else if (restore) await restorePosition(book)
+        else await openSection(firstSection(book))
         return book
     })
 }
 
+/**
+ * Where a book opens without a place: its first section with text — not a cover that is
+ * only an image, not an empty page. `normalized_length` is the text a reader sees (0 for a
+ * page holding only an <img> or whitespace); linear sections first, then any.
+ */
 function firstSection(book) {
-    const linear = book.sections.find(s => s.linear && s.source_end > s.source_start)
-    return (linear || book.sections[0] || { ordinal: 0 }).ordinal
+    const hasText = s => s.normalized_length > 0 && s.block_count > 0
+    const pick = book.sections.find(s => s.linear && hasText(s)) || book.sections.find(hasText) ||
+        book.sections.find(s => s.linear) || book.sections[0]
+    return (pick || { ordinal: 0 }).ordinal
 }
 
 function renderToc(book) {
@@ -333,6 +371,7 @@ async function openSection(n) {
         $('#next').disabled = n >= count - 1
         paintSaved()
         if (!$('#search').value.trim()) await showSectionChunks()
+        placeMoved()
         return section
     })
 }
@@ -355,6 +394,7 @@ async function render(book, section) {
         if (!doc || !doc.body) throw new Error(`${section.href} has no body to show`)
         injectHighlightStyle(doc)
         state.view = { kind: 'epub', doc, win: frame.contentWindow, root: doc.body }
+        frame.contentWindow.addEventListener('scroll', placeMoved, { passive: true })
     } else {
         frame.hidden = true
         frame.removeAttribute('src')
@@ -379,6 +419,474 @@ async function jumpTo(sectionNo, sourceOffset) {
     const u16 = cpToUtf16(section.source_text, local)
     const range = rangeFromUtf16(state.view.doc, state.view.root, u16, u16)
     scrollToRange(range)
+}
+
+// ------------------------------------------------------------------ the place on screen
+
+const nonEmptyRects = range => [...range.getClientRects()].filter(r => r.width > 0 || r.height > 0)
+
+/** The scroller's visible box, in the coordinates of the view's own window. */
+function scrollBox(view) {
+    if (view.kind === 'epub') return { top: 0, left: 0, bottom: view.win.innerHeight, right: view.win.innerWidth }
+    const r = $('#pane').getBoundingClientRect()
+    return { top: r.top, left: r.left, bottom: r.bottom, right: r.right }
+}
+
+/** The block direction of the view's text: 'tb' (lines go down), 'rl' or 'lr' (vertical). */
+function blockAxis(view) {
+    const mode = view.win.getComputedStyle(view.root).writingMode || 'horizontal-tb'
+    if (mode.startsWith('vertical-rl') || mode === 'sideways-rl') return 'rl'
+    if (mode.startsWith('vertical-lr') || mode === 'sideways-lr') return 'lr'
+    return 'tb'
+}
+
+/** Where a rect's middle is along the block axis: -1 before the box, 0 inside, 1 after. */
+function side(rect, box, axis) {
+    if (axis === 'tb') {
+        const c = (rect.top + rect.bottom) / 2
+        return c < box.top ? -1 : c > box.bottom ? 1 : 0
+    }
+    const c = (rect.left + rect.right) / 2
+    if (axis === 'rl') return c > box.right ? -1 : c < box.left ? 1 : 0
+    return c < box.left ? -1 : c > box.right ? 1 : 0
+}
+
+/** The view's text nodes that are laid out (have a box), with their UTF-16 start. */
+function boxedNodes(view) {
+    if (view.boxed) return view.boxed
+    const out = []
+    let pos = 0
+    const r = view.doc.createRange()
+    for (const node of textNodes(view.doc, view.root)) {
+        if (node.data.length) {
+            r.selectNodeContents(node)
+            if (nonEmptyRects(r).length) out.push({ node, pos })
+        }
+        pos += node.data.length
+    }
+    view.boxed = out
+    view.textLength = pos
+    return out
+}
+
+/** The first box of the node's text from offset k on (null: nothing laid out after k). */
+function rectFrom(doc, node, k) {
+    const r = doc.createRange()
+    const len = node.data.length
+    r.setStart(node, k)
+    r.setEnd(node, Math.min(len, k + 32))
+    let rects = nonEmptyRects(r)
+    if (!rects.length && k + 32 < len) {
+        r.setEnd(node, len)
+        rects = nonEmptyRects(r)
+    }
+    return rects.length ? rects[0] : null
+}
+
+const nodeRects = (doc, node) => {
+    const r = doc.createRange()
+    r.selectNodeContents(node)
+    return nonEmptyRects(r)
+}
+
+/** Smallest i in [lo, hi) with pred(i), hi if none (pred must be monotone). */
+function bisect(lo, hi, pred) {
+    while (lo < hi) {
+        const mid = (lo + hi) >> 1
+        if (pred(mid)) hi = mid
+        else lo = mid + 1
+    }
+    return lo
+}
+
+/**
+ * The visible part of the section's text: [start, end) in section-local UTF-16 units —
+ * the first character whose line is (at least half) on screen, and the end of the last.
+ */
+function visibleUtf16(view = state.view) {
+    const nodes = boxedNodes(view)
+    const total = view.textLength
+    if (!nodes.length) return { start: 0, end: total }
+    const box = scrollBox(view)
+    const axis = blockAxis(view)
+    const doc = view.doc
+    const at = (rect, want) => rect !== null && side(rect, box, axis) >= want
+    // start: the first node whose last box is not before the screen, then its first such character
+    let start = total
+    const i = bisect(0, nodes.length, j => {
+        const rects = nodeRects(doc, nodes[j].node)
+        return side(rects[rects.length - 1], box, axis) >= 0
+    })
+    if (i < nodes.length) {
+        const { node, pos } = nodes[i]
+        let k = bisect(0, node.data.length, m => { const rc = rectFrom(doc, node, m); return rc === null || at(rc, 0) })
+        if (k > 0 && k < node.data.length && isLow(node.data.charCodeAt(k)) && isHigh(node.data.charCodeAt(k - 1))) k--
+        start = pos + k
+    }
+    // end: the last node whose first box is not after the screen, up to its first character after it
+    let end = nodes[0].pos
+    const after = bisect(0, nodes.length, j => side(nodeRects(doc, nodes[j].node)[0], box, axis) > 0)
+    if (after > 0) {
+        const { node, pos } = nodes[after - 1]
+        const k = bisect(0, node.data.length, m => { const rc = rectFrom(doc, node, m); return rc === null || at(rc, 1) })
+        end = k === node.data.length && after === nodes.length ? total : pos + k
+    }
+    return { start, end: Math.max(start, end) }
+}
+
+/** A section-local UTF-16 offset as a place in book source coordinates. */
+function placeAt(section, u16) {
+    const local = codePoints(section.source_text.slice(0, u16))
+    return { book: state.book.id, section: section.ordinal, offset: section.source_start + local, utf16: section.utf16_start + u16 }
+}
+
+/** The place the reader is at: the first character on screen. */
+function currentPlace() {
+    if (!state.book || !state.section || !state.view) return null
+    return placeAt(state.section, visibleUtf16().start)
+}
+
+/** What is on screen, in book source coordinates (code points and UTF-16). */
+function visibleRange() {
+    if (!state.book || !state.section || !state.view) return null
+    const section = state.section
+    const { start, end } = visibleUtf16()
+    const a = placeAt(section, start)
+    const b = placeAt(section, end)
+    return { book: a.book, section: a.section, start: a.offset, end: b.offset, utf16Start: a.utf16, utf16End: b.utf16 }
+}
+
+const samePlace = (a, b) => Boolean(a && b && a.book === b.book && a.section === b.section && a.offset === b.offset)
+
+/** Section-local UTF-16 offset of a book source offset (code points) in the open section. */
+function localUtf16(section, offset) {
+    return cpToUtf16(section.source_text, Math.max(0, offset - section.source_start))
+}
+
+/** Scroll so that section-local UTF-16 offset `u16` starts the first line on screen. */
+function scrollPlaceToTop(u16, view = state.view) {
+    const total = boxedNodes(view) && view.textLength
+    let rect = null
+    for (const end of [Math.min(total, u16 + 32), total]) {
+        if (end <= u16) continue
+        const rects = nonEmptyRects(rangeFromUtf16(view.doc, view.root, u16, end))
+        if (rects.length) { rect = rects[0]; break }
+    }
+    if (!rect) {
+        const to = Math.max(0, Math.min(total, u16)) // at the very end: the text before the place
+        const rects = nonEmptyRects(rangeFromUtf16(view.doc, view.root, Math.max(0, to - 32), to))
+        rect = rects.length ? rects[rects.length - 1] : null
+    }
+    if (!rect) return
+    const box = scrollBox(view)
+    const axis = blockAxis(view)
+    const by = axis === 'tb' ? { top: rect.top - box.top, left: 0 }
+        : axis === 'rl' ? { top: 0, left: rect.right - box.right } : { top: 0, left: rect.left - box.left }
+    const scroller = view.kind === 'epub' ? view.win : $('#pane')
+    scroller.scrollBy({ ...by, behavior: 'instant' })
+}
+
+/** Open `section` with `offset` (book source coordinates, code points) at the top. */
+async function goToPlace(sectionNo, offset) {
+    const section = await openSection(sectionNo)
+    if (offset !== null && offset !== undefined) scrollPlaceToTop(localUtf16(section, offset))
+    state.place = currentPlace()
+    return state.place
+}
+
+// ------------------------------------------------------------------ reading positions
+
+/** This browser's device id (localStorage), sent with every position. */
+function deviceId() {
+    let id = null
+    try { id = localStorage.getItem(DEVICE_KEY) } catch { /* storage off */ }
+    if (!id) {
+        const rnd = window.crypto && crypto.randomUUID ? crypto.randomUUID()
+            : Array.from({ length: 4 }, () => Math.random().toString(16).slice(2, 10)).join('-')
+        id = `web-${rnd}`
+        try { localStorage.setItem(DEVICE_KEY, id) } catch { /* this page only */ }
+    }
+    return id
+}
+
+/** The client's time as ISO 8601 — never before a `modified` already seen (see the docs). */
+function modifiedNow() {
+    const t = Math.max(Date.now(), state.clock + 1)
+    state.clock = t
+    return new Date(t).toISOString()
+}
+
+function seen(position) {
+    const t = position && Date.parse(position.modified)
+    if (Number.isFinite(t) && t > state.clock) state.clock = t
+}
+
+function showPosition(text) {
+    const el = $('#position-status')
+    if (el) el.textContent = text
+}
+
+/** Something moved (a scroll, a new section): settle after SAVE_DELAY_MS. */
+function placeMoved() {
+    clearTimeout(state.moveTimer)
+    state.moveTimer = setTimeout(() => { state.moveTimer = null; settle() }, SAVE_DELAY_MS)
+}
+
+/** The reader stopped: note the place, write the fragment, save it if it is new. */
+function settle({ keepalive = false, force = false } = {}) {
+    if (state.busy && !force) return placeMoved() // a section is loading: later
+    const place = currentPlace()
+    if (!place) return null
+    if (!samePlace(place, state.place)) {
+        state.place = place
+        writeFragment(place)
+    }
+    if (samePlace(place, state.savedPlace)) return null
+    return savePosition(place, { keepalive })
+}
+
+/** A pending move is saved now (page hidden, another book opened). */
+function flushPosition({ keepalive = false } = {}) {
+    if (state.moveTimer === null) return state.saving
+    clearTimeout(state.moveTimer)
+    state.moveTimer = null
+    settle({ keepalive, force: true })
+    return state.saving
+}
+
+/**
+ * PUT /books/{id}/position: `{section, offset, unit: "codepoint", device, modified}`.
+ * A 409 (a newer position is kept, from another device or clock) is adopted: the page
+ * moves there and never writes over it.
+ */
+function savePosition(place, { keepalive = false } = {}) {
+    state.savedPlace = place
+    const body = {
+        section: place.section, offset: place.offset, unit: 'codepoint',
+        device: deviceId(), modified: modifiedNow(),
+    }
+    const run = async () => {
+        try {
+            const answer = await sendJSON('PUT', `${bookPath(place.book)}/position`, body, { keepalive })
+            state.positionLog.push({ kind: 'put', body, status: 200, id: answer.id })
+            seen(answer)
+            if (state.book && state.book.id === place.book) state.position = answer
+            showPosition(`position saved · §${place.section} · ${new Date(body.modified).toLocaleTimeString()}`)
+        } catch (e) {
+            if (e.status === 409 && e.detail && e.detail.current) {
+                state.positionLog.push({ kind: 'conflict', body, status: 409, current: e.detail.current })
+                await adoptPosition(place.book, e.detail.current)
+            } else {
+                state.positionLog.push({ kind: 'error', body, status: e.status ?? null, message: e.message })
+                if (samePlace(state.savedPlace, place)) state.savedPlace = null
+                showPosition(`position not saved: ${e.message}`)
+            }
+        }
+    }
+    state.saving = state.saving.then(run, run)
+    return state.saving
+}
+
+/** The server keeps a newer position than ours: go there (if that book is open). */
+async function adoptPosition(bookId, current) {
+    seen(current)
+    if (!state.book || state.book.id !== bookId) return
+    state.position = current
+    if (current.status !== 'anchored' || !current.locator) return
+    const loc = current.locator
+    await busy(() => goToPlace(loc.section, loc.source.start))
+    state.savedPlace = state.place
+    writeFragment(state.place)
+    showPosition(`moved to the newer position from ${current.device} (${current.modified})`)
+}
+
+/**
+ * The reader's newest position in the book, or null. Asked as
+ * GET /books/{id}/position/history?limit=1 — the same position GET /books/{id}/position
+ * answers, but an empty list instead of a 404 (which a browser logs as an error) when
+ * there is none yet.
+ */
+async function fetchPosition(bookId) {
+    const list = await getJSON(`${bookPath(bookId)}/position/history?limit=1`)
+    return list.length ? list[0] : null
+}
+
+/**
+ * The page is shown again: if another device kept a newer position in the open book
+ * meanwhile (the reader went on on their phone), go there. A move of this page that is
+ * still pending wins: it is newer.
+ */
+async function refreshPosition() {
+    const book = state.book
+    if (!book || state.moveTimer !== null || state.busy) return null
+    let pos = null
+    try { pos = await fetchPosition(book.id) } catch { return null }
+    if (!pos || state.book !== book || state.moveTimer !== null) return null
+    const mine = state.position
+    if (mine && (pos.id === mine.id || Date.parse(pos.modified) <= Date.parse(mine.modified))) return null
+    state.positionLog.push({ kind: 'refresh', id: pos.id, device: pos.device })
+    await adoptPosition(book.id, pos)
+    return pos
+}
+
+/** Open the book where the reader was (else at its first text); nothing is written. */
+async function restorePosition(book) {
+    let pos = null
+    try {
+        pos = await fetchPosition(book.id)
+    } catch (e) {
+        setStatus(`reading position not restored: ${e.message}`, true)
+    }
+    if (state.book !== book) return null
+    state.position = pos
+    seen(pos)
+    state.positionLog.push({ kind: 'restore', id: pos ? pos.id : null })
+    if (pos && pos.status === 'anchored' && pos.locator) {
+        await goToPlace(pos.locator.section, pos.locator.source.start)
+        showPosition(`position restored · from ${pos.device} · ${pos.modified}`)
+    } else {
+        await goToPlace(firstSection(book), null)
+        showPosition(pos ? 'the kept position is orphaned (a new edition): opened at the first text' : '')
+    }
+    state.savedPlace = state.place
+    if (state.place) writeFragment(state.place)
+    return pos
+}
+
+// ------------------------------------------------------------------ deep links (URL fragment)
+
+// Characters a fragment may carry unescaped (RFC 3986 pchar): CFIs stay readable.
+const FRAGMENT_KEEP = { '%2F': '/', '%3A': ':', '%2C': ',', '%3B': ';', '%40': '@', '%24': '$' }
+const fragmentValue = v => encodeURIComponent(String(v)).replace(/%(2F|3A|2C|3B|40|24)/g, m => FRAGMENT_KEEP[m])
+
+/** `#book=ID&section=N&offset=M` … as an object (null: no book named). */
+function parseFragment(hash = location.hash) {
+    const raw = String(hash || '').replace(/^#/, '')
+    if (!raw) return null
+    const params = {}
+    for (const part of raw.split('&')) {
+        const eq = part.indexOf('=')
+        if (eq <= 0) continue
+        try { params[decodeURIComponent(part.slice(0, eq))] = decodeURIComponent(part.slice(eq + 1)) } catch { /* bad escape */ }
+    }
+    if (!params.book) return null
+    const int = k => {
+        if (params[k] === undefined) return null
+        if (!/^\d+$/.test(params[k])) throw new Error(`deep link: ${k} must be a whole number, not ${JSON.stringify(params[k])}`)
+        return Number(params[k])
+    }
+    const unit = params.unit || 'codepoint'
+    if (unit !== 'codepoint' && unit !== 'utf16') throw new Error(`deep link: unit must be codepoint or utf16, not ${JSON.stringify(unit)}`)
+    const link = {
+        book: params.book, cfi: params.cfi || null, section: int('section'), offset: int('offset'),
+        sectionOffset: int('section_offset'), end: int('end'), unit, place: false, raw,
+    }
+    const given = [link.cfi !== null, link.offset !== null, link.sectionOffset !== null].filter(Boolean).length
+    if (given > 1) throw new Error('deep link: give a cfi, or section + offset, or section + section_offset — one of them')
+    if (link.cfi === null && link.section === null && given) throw new Error('deep link: an offset needs its section')
+    link.place = given > 0 || link.section !== null
+    return link
+}
+
+function formatFragment(place) {
+    return `book=${fragmentValue(place.book)}&section=${place.section}&offset=${place.offset}`
+}
+
+/** Put the place in the URL (replaceState: no history entry, no hashchange). */
+function writeFragment(place) {
+    if (!place) return
+    const hash = '#' + formatFragment(place)
+    if (location.hash !== hash) history.replaceState(history.state, '', hash)
+}
+
+/**
+ * A deep link's place as a span of book source coordinates (code points) in a section:
+ * a CFI through GET /books/{id}/locate (a range CFI: its range; a point: the point), a
+ * `section` + `offset` (book coordinates, `unit` codepoint or utf16) or + `section_offset`
+ * (from the section's start); `end` makes a range. A point is painted over the text the
+ * server quotes at a place: the PLACE_QUOTE_CHARS code points after it (at a section's
+ * very end, the ones before it).
+ */
+async function openLinkPlace(book, link) {
+    let sectionNo = link.section
+    let start = null
+    let end = null
+    if (link.cfi) {
+        const loc = await getJSON(`${bookPath(book.id)}/locate?cfi=${encodeURIComponent(link.cfi)}`)
+        sectionNo = loc.section
+        start = loc.source.position
+        end = loc.rangeEnd ?? null
+    }
+    const section = await openSection(sectionNo ?? firstSection(book))
+    const text = section.source_text
+    const length = section.source_end - section.source_start
+    const toLocalCp = (n, base) => link.unit === 'utf16'
+        ? codePoints(text.slice(0, Math.max(0, n - base))) : n - base
+    if (!link.cfi) {
+        if (link.offset !== null) start = section.source_start + toLocalCp(link.offset, link.unit === 'utf16' ? section.utf16_start : section.source_start)
+        else if (link.sectionOffset !== null) start = section.source_start + toLocalCp(link.sectionOffset, 0)
+        if (link.end !== null) end = section.source_start + toLocalCp(link.end, link.unit === 'utf16' ? section.utf16_start : section.source_start)
+    }
+    if (start === null) { // a section alone: its start
+        await goToPlace(section.ordinal, null)
+        return null
+    }
+    const local = start - section.source_start
+    if (local < 0 || local > length || (end !== null && (end < start || end - section.source_start > length))) {
+        throw new Error(`deep link: ${link.raw} is outside section ${section.ordinal} (book source ` +
+            `coordinates ${section.source_start}–${section.source_end}, code points; a number counted ` +
+            `from the section's start goes in section_offset=)`)
+    }
+    let a = local
+    let b = end === null ? null : end - section.source_start
+    const point = b === null
+    if (point) [a, b] = local < length ? [local, Math.min(length, local + PLACE_QUOTE_CHARS)] : [Math.max(0, local - PLACE_QUOTE_CHARS), local]
+    const u16a = cpToUtf16(text, a)
+    const u16b = cpToUtf16(text, b)
+    await openHit({
+        book: book.id, section: section.ordinal, chunkId: null, link: link.raw,
+        utf16Start: section.utf16_start + u16a, utf16End: section.utf16_start + u16b,
+        sourceStart: section.source_start + a, sourceEnd: section.source_start + b,
+        text: text.slice(u16a, u16b), highlight: text.slice(u16a, u16b), matches: [],
+        align: point ? 'top' : 'range',
+    })
+    state.link = link
+    state.place = currentPlace() // the fragment stays the link until the reader moves on
+    // Opening a link moves the reader there: saved like any move — unless the server keeps
+    // this very place already (a reload of a URL the page wrote).
+    let pos = null
+    try { pos = await fetchPosition(book.id) } catch { /* saved anyway */ }
+    if (state.book === book) {
+        state.position = pos
+        seen(pos)
+        if (pos && pos.status === 'anchored' && pos.locator && state.place &&
+            pos.locator.section === state.place.section && pos.locator.source.start === state.place.offset)
+            state.savedPlace = state.place
+    }
+    placeMoved()
+    return { section: section.ordinal, start: section.source_start + a, end: section.source_start + b }
+}
+
+/** Open what the URL fragment names (at start, and when the fragment changes). */
+async function openFragment(hash = location.hash) {
+    let link
+    try {
+        link = parseFragment(hash)
+    } catch (e) {
+        setStatus(e.message, true)
+        return null
+    }
+    if (!link) return null
+    state.link = link
+    const isOpen = state.book && (state.book.id === link.book ||
+        (/^[0-9a-f]{4,}$/i.test(link.book) && state.book.id.startsWith(link.book.toLowerCase())))
+    if (isOpen && link.place) {
+        return busy(async () => {
+            await flushPosition()
+            return openLinkPlace(state.book, link)
+        })
+    }
+    return openBook(link.book, { link, restore: true })
 }
 
 // ------------------------------------------------------------------ chunks, search, hits
@@ -539,7 +1047,8 @@ async function openHit(hit) {
             } catch { /* outside the section */ }
         }
         paint(MATCH, words)
-        scrollToRange(range)
+        if (hit.align === 'top') scrollPlaceToTop(hit.utf16Start - base)
+        else scrollToRange(range)
         for (const btn of document.querySelectorAll('#hits button'))
             btn.classList.toggle('active', Boolean(hit.chunkId) && btn.dataset.chunk === hit.chunkId)
         setStatus(`§${hit.section} UTF-16 [${hit.utf16Start}, ${hit.utf16End}) — code points [${hit.sourceStart}, ${hit.sourceEnd})`)
@@ -921,11 +1430,26 @@ function wire() {
     $('#next').addEventListener('click', () => state.section && openSection(state.section.ordinal + 1).catch(() => {}))
     $('#save-highlight').addEventListener('click', () => saveSelection().catch(() => {}))
     $('#search-mode').addEventListener('change', () => search($('#search').value).catch(() => {}))
+    $('#pane').addEventListener('scroll', placeMoved, { passive: true })
+    // Leaving or hiding the page saves a pending move at once (keepalive outlives the page).
+    window.addEventListener('pagehide', () => { flushPosition({ keepalive: true }) })
+    document.addEventListener('visibilitychange', () => {
+        if (document.visibilityState === 'hidden') flushPosition({ keepalive: true })
+        else refreshPosition().catch(() => {})
+    })
+    window.addEventListener('hashchange', () => {
+        const link = (() => { try { return parseFragment() } catch { return null } })()
+        if (link && state.place && link.place && link.cfi === null && link.end === null &&
+            link.book === state.place.book && link.section === state.place.section &&
+            link.offset === state.place.offset && link.unit === 'codepoint') return // our own
+        openFragment().catch(() => {})
+    })
 }
 
 async function start() {
     if (state.token) useToken(state.token)
     await busy(loadBooks)
+    if (location.hash) await openFragment().catch(() => {}) // a deep link (its errors are in the status line)
 }
 
 let resolveReady
@@ -959,4 +1483,17 @@ window.mindoryReader = {
     codePoints,
     cpToUtf16,
     upload,
+    // reading positions and deep links
+    currentPlace,
+    visibleRange,
+    restorePosition,
+    refreshPosition,
+    fetchPosition,
+    flushPosition,
+    openFragment,
+    parseFragment,
+    formatFragment,
+    deviceId,
+    firstSection,
+    SAVE_DELAY_MS,
 }
