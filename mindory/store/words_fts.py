@@ -29,9 +29,9 @@ from mindory.store.models import TERMS_FTS_TABLE, ChunkRow, ChunkTermsRow, Deriv
 __all__ = ["BM25_BUDGET", "RERANK_DEPTH", "bm25_scores", "has_words_table", "words_search"]
 
 # The rarest terms are asked for until the chunks holding them add up to this many
-# (~5 ms of bm25()); the best RERANK_DEPTH of those are re-scored with every term.
-BM25_BUDGET = 4000
-RERANK_DEPTH = 200
+# (~3 ms of bm25()); the best RERANK_DEPTH of those are re-scored with every term.
+BM25_BUDGET = 2500
+RERANK_DEPTH = 100
 BM25_K1 = 1.2  # FTS5's bm25() constants
 BM25_B = 0.75
 _VOCAB = "chunk_terms_vocab"  # an fts5vocab 'row' table in each connection's temp schema
@@ -129,9 +129,15 @@ def _occurrences(tokens: Sequence[str], counted: Counter[str], phrase: tuple[str
     return sum(1 for i in range(len(tokens) - n + 1) if tuple(tokens[i : i + n]) == phrase)
 
 
-def bm25_scores(conn: Connection, terms: Sequence[str], ids: Sequence[int]) -> dict[int, float]:
+def bm25_scores(
+    conn: Connection,
+    terms: Sequence[str],
+    ids: Sequence[int],
+    doc_counts: dict[str, int] | None = None,
+) -> dict[int, float]:
     """``-bm25()`` of each chunk in ``ids`` for the OR of ``terms``, computed as FTS5
-    computes it (module doc) without asking FTS5 to rank anything."""
+    computes it (module doc) without asking FTS5 to rank anything. ``doc_counts``: the
+    tokens' chunk counts when the caller has them already."""
     phrases = {t: _phrase_tokens(t) for t in dict.fromkeys(terms)}
     phrases = {t: p for t, p in phrases.items() if p}
     if not phrases or not ids:
@@ -141,7 +147,10 @@ def bm25_scores(conn: Connection, terms: Sequence[str], ids: Sequence[int]) -> d
         return {}
     avgdl = n_tokens / n_rows
     idf: dict[str, float] = {}
-    singles = _doc_counts(conn, [p[0] for p in phrases.values() if len(p) == 1])
+    wanted = [p[0] for p in phrases.values() if len(p) == 1]
+    known = doc_counts or {}
+    singles = {t: known[t] for t in wanted if t in known}
+    singles.update(_doc_counts(conn, [t for t in wanted if t not in known]))
     for term, phrase in phrases.items():
         if len(phrase) == 1:
             df = singles[phrase[0]]
@@ -243,6 +252,6 @@ def words_search(
     if len(chosen) == len([t for t in single if held[t]]):
         return _ranked(conn, chosen, limit, filters)
     candidates = _ranked(conn, chosen, max(limit, RERANK_DEPTH), filters)
-    scores = bm25_scores(conn, unique, [i for i, _ in candidates])
+    scores = bm25_scores(conn, unique, [i for i, _ in candidates], counts)
     rescored = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
     return rescored[:limit]
