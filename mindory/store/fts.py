@@ -100,9 +100,10 @@ _CURRENT_OF = (
 
 
 def bm25_search(
-    conn: Connection, expression: str, limit: int, filters: Filters
+    conn: Connection, expression: str, limit: int, filters: Filters, table: str = FTS_TABLE
 ) -> list[tuple[int, float]]:
-    """The best ``limit`` chunks of current derivations for an FTS expression."""
+    """The best ``limit`` chunks of current derivations for an FTS expression over
+    ``table`` (the trigram index, or the word index: ``chunk_terms_fts``)."""
     if filters.book_id is None and filters.section_id is None:
         # Rank in the FTS table alone (no join per matching row), then keep the
         # current chunks among the first few; join only if too few of them are.
@@ -111,8 +112,8 @@ def bm25_search(
             (int(i), -float(s))
             for i, s in conn.execute(
                 text(
-                    f"SELECT rowid, bm25({FTS_TABLE}) AS s FROM {FTS_TABLE} "
-                    f"WHERE {FTS_TABLE} MATCH :q ORDER BY s LIMIT :n"
+                    f"SELECT rowid, bm25({table}) AS s FROM {table} "
+                    f"WHERE {table} MATCH :q ORDER BY s LIMIT :n"
                 ),
                 {"q": expression, "n": wide},
             )
@@ -130,10 +131,10 @@ def bm25_search(
         where.append("c.section_id = :section")
         params["section"] = filters.section_id
     sql = (
-        f"SELECT f.rowid, bm25({FTS_TABLE}) AS s FROM {FTS_TABLE} AS f "
+        f"SELECT f.rowid, bm25({table}) AS s FROM {table} AS f "
         "JOIN chunks AS c ON c.id = f.rowid "
         "JOIN derivations AS d ON d.id = c.derivation_id "
-        f"WHERE {FTS_TABLE} MATCH :q AND {' AND '.join(where)} "
+        f"WHERE {table} MATCH :q AND {' AND '.join(where)} "
         "ORDER BY s LIMIT :n"
     )
     return [(int(i), -float(s)) for i, s in conn.execute(text(sql), params)]

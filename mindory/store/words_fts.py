@@ -18,12 +18,11 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
-from sqlalchemy import bindparam, select, text
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
-from mindory.store.fts import Filters, fts_quote
+from mindory.store.fts import Filters, bm25_search, fts_quote
 from mindory.store.models import TERMS_FTS_TABLE, ChunkRow, ChunkTermsRow, DerivationRow
 
 __all__ = ["BM25_BUDGET", "RERANK_DEPTH", "bm25_scores", "has_words_table", "words_search"]
@@ -182,39 +181,7 @@ def _ranked(
 ) -> list[tuple[int, float]]:
     """FTS5's own ranking of the OR of ``terms`` over current derivations."""
     expression = " OR ".join(fts_quote(t) for t in dict.fromkeys(terms))
-    if filters.book_id is None and filters.section_id is None:
-        # Rank in the FTS table alone, then keep the current chunks among the first few.
-        wide = 3 * limit
-        ranked = [
-            (int(i), -float(s))
-            for i, s in conn.execute(
-                text(
-                    f"SELECT rowid, bm25({TERMS_FTS_TABLE}) AS s FROM {TERMS_FTS_TABLE} "
-                    f"WHERE {TERMS_FTS_TABLE} MATCH :q ORDER BY s LIMIT :n"
-                ),
-                {"q": expression, "n": wide},
-            )
-        ]
-        current = set(conn.execute(_CURRENT_OF, {"ids": [i for i, _ in ranked]}).scalars())
-        kept = [(i, s) for i, s in ranked if i in current]
-        if len(kept) >= limit or len(ranked) < wide:
-            return kept[:limit]
-    where = ["d.is_current = 1"]
-    params: dict[str, Any] = {"q": expression, "n": limit}
-    if filters.book_id is not None:
-        where.append("d.book_id = :book")
-        params["book"] = filters.book_id
-    if filters.section_id is not None:
-        where.append("c.section_id = :section")
-        params["section"] = filters.section_id
-    sql = (
-        f"SELECT f.rowid, bm25({TERMS_FTS_TABLE}) AS s FROM {TERMS_FTS_TABLE} AS f "
-        "JOIN chunks AS c ON c.id = f.rowid "
-        "JOIN derivations AS d ON d.id = c.derivation_id "
-        f"WHERE {TERMS_FTS_TABLE} MATCH :q AND {' AND '.join(where)} "
-        "ORDER BY s LIMIT :n"
-    )
-    return [(int(i), -float(s)) for i, s in conn.execute(text(sql), params)]
+    return bm25_search(conn, expression, limit, filters, table=TERMS_FTS_TABLE)
 
 
 def words_search(
