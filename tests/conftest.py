@@ -7,6 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.pg import (  # noqa: F401  (fixtures: both backends, the PostgreSQL server)
+    backend,
+    db_url,
+    module_backend,
+    module_db_url,
+    pg_server,
+    pg_template,
+)
+
 # The suite embeds with the hashed embedder (no model to load); the built-in sentence
 # model, the default for users, has tests of its own (tests/search/test_minilm.py).
 os.environ.setdefault("MINDORY_EMBEDDER", "hashed")

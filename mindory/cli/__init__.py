@@ -48,6 +48,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Chunk one book (EPUB or plain text) without a library and print the chunks.",
     ),
     "chunks": ("mindory.cli.books", "chunks", "List a book's chunks with their exact spans."),
+    "copy": (
+        "mindory.cli.copy",
+        "copy",
+        "Copy the whole library into another (empty) database (PostgreSQL) and verify it.",
+    ),
     "delete": ("mindory.cli.books", "delete", "Delete a book and everything derived from it."),
     "embed": (
         "mindory.cli.search",
@@ -130,6 +135,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Check every stored invariant (all books, or one); exit 1 naming the first violations.",
     ),
     "where": ("mindory.cli.books", "where", "Print which library the other commands use."),
+    "worker": (
+        "mindory.cli.worker",
+        "worker",
+        "Run queued import jobs from the library's database until stopped.",
+    ),
 }
 
 

@@ -32,6 +32,7 @@ from mindory.store.engine import DEFAULT_BUSY_TIMEOUT_MS, open_engine
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from mindory.library.copying import CopyReport
     from mindory.library.records import (
         EmbedResult,
         ImportFailure,
@@ -307,6 +308,20 @@ class Library(ReadingStateMethods):
             annotations=annotations,
             reader=reader or LOCAL_READER,
         )
+
+    def copy_to(
+        self,
+        url: str | os.PathLike[str],
+        *,
+        verify: bool = True,
+        progress: Callable[[str, int], None] | None = None,
+    ) -> CopyReport:
+        """Copy the whole library (books, derivations, chunks, terms, vectors, readers,
+        annotations, positions) into the empty library at ``url`` (a SQLAlchemy URL, e.g.
+        ``postgresql+psycopg://…``, or a SQLite path), then ``verify`` the copy."""
+        from mindory.library import copying
+
+        return copying.copy_to(self.state, os.fspath(url), verify=verify, progress=progress)
 
     def verify(self, ref: str | None = None) -> VerifyReport:
         """Check every stored invariant (DESIGN §1) against the stored texts and maps."""

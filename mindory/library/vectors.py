@@ -11,6 +11,7 @@ from time import perf_counter
 
 import numpy as np
 from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Connection
 
 from mindory.errors import MindoryError
 from mindory.library.records import (
@@ -38,7 +39,7 @@ from mindory.store.models import (
 )
 from mindory.store.queries import embedding_info
 from mindory.store.records import EmbeddingInfo
-from mindory.store.vectors import current_embedding_state
+from mindory.store.vectors import EmbeddingState, current_embedding_state
 
 
 def spec_of(emb: Embedder) -> str:
@@ -308,7 +309,28 @@ def index(st: State, *, rebuild: bool = False) -> IndexInfo:
         embedding = current_embedding_state(conn)
         if embedding is None:
             raise MindoryError("no vectors yet: run mindory embed first")
+        if conn.dialect.name == "postgresql":
+            return _pg_index_info(conn, embedding)
         before = st.vectors.loaded
         loaded = st.vectors.ensure(conn, embedding, force_rebuild=rebuild)
     info = loaded.info()
     return replace(info, status="current", seconds=0.0) if loaded is before else info
+
+
+def _pg_index_info(conn: Connection, embedding: EmbeddingState) -> IndexInfo:
+    """PostgreSQL: the database keeps its HNSW index itself (revision 0007); nothing to
+    build, only what it holds."""
+    from mindory.search.vector_index import ids_checksum
+    from mindory.store.pg_vectors import indexed_ids
+
+    ids = indexed_ids(conn, embedding)
+    return IndexInfo(
+        path=None,
+        embedder=embedding.key,
+        kind="pgvector-hnsw",
+        count=int(ids.size),
+        dim=embedding.dim,
+        ids_sha256=ids_checksum(ids),
+        status="current",
+        seconds=0.0,
+    )

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy.engine import Connection
 
 from mindory.search.analysis import QueryTerms, unique
+from mindory.store import text_index
 from mindory.store.fts import (
     Filters,
     bm25_search,
@@ -29,7 +30,6 @@ from mindory.store.fts import (
     chunk_texts,
     fts_quote,
     max_chunk_id,
-    phrase_search,
     scan_search,
     short_term_expansions,
 )
@@ -182,5 +182,5 @@ def quote_holders(
     cjk = sum(len(r) for r in terms.cjk_runs)
     if len(phrase) < (QUOTE_MIN_CHARS_CJK if cjk * 2 >= len(phrase) else QUOTE_MIN_CHARS):
         return []
-    found = phrase_search(conn, phrase, limit=QUOTE_MAX_HOLDERS + 1, filters=filters)
+    found = text_index.phrase_search(conn, phrase, limit=QUOTE_MAX_HOLDERS + 1, filters=filters)
     return found if len(found) <= QUOTE_MAX_HOLDERS else []

@@ -30,6 +30,7 @@ from mindory.search.phrases import is_keyword_list, with_phrase_bonus, words_of
 from mindory.search.structure import Candidate, arrange
 from mindory.search.vectors import VectorStore
 from mindory.search.words import has_kana, language_of, query_terms
+from mindory.store import text_index
 from mindory.store.fts import Filters
 from mindory.store.places import PlaceCache
 from mindory.store.queries import candidate_rows, scope_languages, search_filters
@@ -39,7 +40,6 @@ from mindory.store.vectors import (
     current_chunk_count,
     current_embedding_state,
 )
-from mindory.store.words_fts import has_words_table, words_search
 
 __all__ = ["LISTS_OF", "SEARCH_MODES", "SearchServices", "search"]
 
@@ -154,7 +154,7 @@ def search(
                 timings["words"] = 1000 * (perf_counter() - t)
             if "lexical" in uses and not terms.empty:
                 t = perf_counter()
-                if sv.has_fts(conn):
+                if text_index.has_phrase_index(conn, sv.has_fts(conn)):
                     # A trigram list fusion gives no weight is not asked for (English
                     # and Japanese: ~20 ms at 100k chunks), unless the word index
                     # cannot stand in for it; its verbatim quotes are always looked for.
@@ -164,7 +164,10 @@ def search(
                         or weights is None
                         or weights.get("lexical", 0) > 0
                     ):
-                        lists["lexical"] = lexical_search(conn, terms, limit=n, filters=filters)
+                        # (no FTS5 trigram table: the ranked scan, pg_trgm-backed on
+                        # PostgreSQL)
+                        lexical = lexical_search if sv.has_fts(conn) else scan
+                        lists["lexical"] = lexical(conn, terms, limit=n, filters=filters)
                     quotes = quote_holders(conn, terms, filters=filters)
                 else:
                     lists["lexical"] = scan(conn, terms, limit=n, filters=filters)
@@ -238,7 +241,7 @@ def _word_list(
     warnings: list[str],
 ) -> list[tuple[int, float]] | None:
     """The word index's ranking of the query (None: this database has no word index)."""
-    if not sv.has_fts(conn) or not has_words_table(conn):
+    if not text_index.has_word_index(conn, sv.has_fts(conn)):
         return None
     missing = sv.words_missing(conn)
     if missing:
@@ -246,7 +249,7 @@ def _word_list(
             f"{missing} chunk(s) have no word index yet (run mindory index): "
             "they are found by the trigram index and vectors only"
         )
-    return words_search(conn, query_terms(query, languages), limit=n, filters=filters)
+    return text_index.words_search(conn, query_terms(query, languages), limit=n, filters=filters)
 
 
 def _query_language(query: str, languages: Sequence[str]) -> str:
@@ -322,6 +325,8 @@ def vector_search(
         )
     qv = emb.embed([query])
     timings["embed"] = 1000 * (perf_counter() - t)
+    if conn.dialect.name == "postgresql":  # pgvector's HNSW index, no FAISS file
+        return _pg_vector_search(conn, embedding, qv, n, filters, timings)
     t = perf_counter()
     loaded = sv.vectors.ensure(conn, embedding)
     timings["index"] = 1000 * (perf_counter() - t)
@@ -334,5 +339,28 @@ def vector_search(
     t = perf_counter()
     allowed = chunk_ids_in(conn, filters) if filters.book_id is not None else None
     found = sv.vectors.search(loaded, qv, n, allowed)
+    timings["vector"] = 1000 * (perf_counter() - t)
+    return found
+
+
+def _pg_vector_search(
+    conn: Connection,
+    embedding: EmbeddingState,
+    qv: np.ndarray,
+    n: int,
+    filters: Filters,
+    timings: dict[str, float],
+) -> list[tuple[int, float]]:
+    """:func:`vector_search` on PostgreSQL (:mod:`mindory.store.pg_vectors`)."""
+    from mindory.store.pg_vectors import indexed_count
+    from mindory.store.pg_vectors import vector_search as pg_vector_search
+
+    without = current_chunk_count(conn) - indexed_count(conn, embedding)
+    if without > 0:
+        timings["chunks_without_vectors"] = float(without)
+    if not np.any(qv):
+        return []
+    t = perf_counter()
+    found = pg_vector_search(conn, embedding, qv[0] if qv.ndim == 2 else qv, n, filters)
     timings["vector"] = 1000 * (perf_counter() - t)
     return found

@@ -86,6 +86,8 @@ def create_app(
     ``Host`` names served; default: loopback names without a token, any with one.
     ``library_folder``: files under it may be imported by path. ``import_isolation``:
     where imports run (:mod:`mindory.server.jobs`); default: a child process.
+    ``import_workers``: import jobs this process runs at once (0: none, the jobs wait for
+    another server or a ``mindory worker``; jobs are database rows).
     """
     if max_upload_bytes < 1:
         raise ValueError("max_upload_bytes must be positive")
@@ -108,6 +110,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        jobs.start()  # the worker threads also run jobs queued elsewhere (another server)
         try:
             yield
         finally:

@@ -1,13 +1,17 @@
-"""Background import jobs for the HTTP API.
+"""Background import jobs for the HTTP API: rows of the library's database.
 
-An upload (or a file of the configured library folder) becomes a :class:`Job`: the
-request returns at once with the job's id, and a background worker thread runs
-:meth:`mindory.library.Library.import_book` on it with **its own** Library (its own
-engine and connections, so a long import never holds a connection the request
-handlers need). Imports run one at a time (``workers=1``): SQLite has one writer
-anyway, and a queue keeps memory bounded.
+An upload (or a file of the configured library folder) becomes a **job row**
+(:mod:`mindory.library.jobs`): the request returns at once with the job's id. The job is
+run by whichever worker claims it first — one of this server's worker threads, a worker
+thread of another server process on the same database (``mindory serve --workers N`` on
+PostgreSQL), or a ``mindory worker`` process on any machine. Every route reads the row:
+``GET /jobs/{id}`` and its server-sent events report a job wherever it runs.
 
-Where the import's work happens (``isolation``):
+This server's worker threads (``workers``, default 1) claim jobs as they are submitted
+and look for jobs queued elsewhere every ``poll_seconds``; with ``workers=0`` the server
+runs no imports itself (``mindory serve --import-workers 0``: ``mindory worker``
+processes do). Where a claimed import's work
+happens (``isolation``):
 
 * ``"process"`` (the default for a file database): the worker thread hands the file to
   a long-lived child process (``spawn``, started at the first job) that opened its own
@@ -22,115 +26,77 @@ The import is the whole job: after the book is stored, its new chunks are embedd
 the library's current embedding (phase ``embed``; nothing when the library was never
 embedded), so the book is in hybrid search when the job succeeds.
 
-A job moves ``queued → running → succeeded | failed``. While it runs, the library's
-progress callback updates ``phase``/``done``/``total``/``progress``; every change bumps
-``version`` and wakes whoever follows the job (:meth:`JobManager.follow`, the
-server-sent events of ``GET /jobs/{id}/events``).
+A job moves ``queued → running → succeeded | failed``; while it runs its worker writes
+``phase``/``done``/``total``/``progress`` into the row and renews its lease. A server
+that stops lets its running jobs finish (``close(wait=True)``) and leaves queued jobs
+queued: the next worker to start runs them. A server killed mid-import leaves no half
+book (the import is one transaction); another worker claims the job again once its lease
+has expired.
 
 Bad input (DESIGN §5): a file the library refuses ends the job ``failed`` with one
 message naming the uploaded file and the problem (the temporary path the upload was
-saved under never shows), and the library wrote nothing (its import is one
-transaction). An upload's temporary folder is deleted when its job ends.
-
-Jobs live in memory only: a restarted server forgets them (the imported books stay in
-the library). At most ``keep`` finished jobs are remembered.
+saved under never shows), and the library wrote nothing. An upload's temporary folder
+is deleted when its job ends — it must be reachable by every worker that may run the job
+(a shared folder, for workers on other machines).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import multiprocessing
 import queue
-import secrets
-import shutil
 import threading
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from mindory.errors import MindoryError, NotFoundError
 from mindory.library import Library
+from mindory.library.jobs import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_MAX_ATTEMPTS,
+    FINISHED,
+    Claim,
+    JobQueue,
+    Outcome,
+    Reporter,
+    import_claimed,
+    run_claimed,
+    worker_name,
+)
 from mindory.text.records import Settings
 
-__all__ = ["FINISHED", "Isolation", "Job", "JobKind", "JobManager", "JobState", "ShuttingDown"]
+__all__ = ["FINISHED", "Isolation", "JobKind", "JobManager", "JobState", "ShuttingDown"]
 
 JobState = Literal["queued", "running", "succeeded", "failed"]
 JobKind = Literal["upload", "folder"]
 Isolation = Literal["process", "thread"]
-FINISHED: frozenset[str] = frozenset({"succeeded", "failed"})
 
-# Share of the progress bar per import phase (the CLI's split). ``embed``: the job embeds
-# the book's new chunks with the library's current embedding (Library.import_book).
-_PHASE_SPAN = {
-    "read": (0.0, 0.05),
-    "parse": (0.05, 0.5),
-    "chunk": (0.5, 0.6),
-    "write": (0.6, 0.8),
-    "embed": (0.8, 1.0),
-}
+FOLLOW_POLL_SECONDS = 0.1  # how often the server-sent events look at the row
+KEEP_HISTORIES = 64  # jobs run here whose every version the events can replay
+KEEP_SNAPSHOTS = 256  # versions kept per job
+
+
+@dataclass
+class _History:
+    """The versions of a job this process runs, as its worker wrote them."""
+
+    snapshots: deque[tuple[int, dict[str, Any]]] = field(
+        default_factory=lambda: deque(maxlen=KEEP_SNAPSHOTS)
+    )
+    open: bool = True  # still running here (else: follow the row)
+    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=list)
 
 
 class ShuttingDown(MindoryError):
     """A job submitted while the manager is closing (the server is stopping)."""
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-@dataclass
-class Job:
-    """One import. Mutated only by its :class:`JobManager`, under its lock."""
-
-    id: str
-    kind: JobKind
-    file_name: str  # what the client sent (upload) or the path under the library folder
-    path: Path  # the file the worker imports
-    settings: Settings
-    copy: bool
-    cleanup: Path | None  # a temporary folder to delete when the job ends
-    replaces: str | None = None  # a book (SHA-256) whose highlights move to this edition
-    embed: bool = True  # embed the new chunks with the library's current embedding
-    state: JobState = "queued"
-    phase: str | None = None
-    done: int = 0
-    total: int = 0
-    progress: float = 0.0
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    created_at: str = field(default_factory=_now)
-    started_at: str | None = None
-    finished_at: str | None = None
-    version: int = 0
-    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "state": self.state,
-            "file_name": self.file_name,
-            "phase": self.phase,
-            "done": self.done,
-            "total": self.total,
-            "progress": round(self.progress, 4),
-            "fingerprint": self.settings.fingerprint,
-            "replaces": self.replaces,
-            "embed": self.embed,
-            "created_at": self.created_at,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "result": self.result,
-            "error": self.error,
-        }
 
 
 # ----------------------------------------------------------------------------- the child
@@ -144,39 +110,21 @@ def _child_init(url: str, progress: Any) -> None:
     _CHILD["progress"] = progress
 
 
-def _child_import(
-    job_id: str,
-    path: str,
-    settings: Settings,
-    copy: bool,
-    replaces: str | None = None,
-    embed: bool = True,
-) -> tuple[Any, ...]:
+def _child_import(job_id: str, claim: Claim) -> Outcome:
     """Import in the child; returns ("ok", result JSON) or ("error", kind, message, path)."""
-    lib: Library = _CHILD["library"]
     channel = _CHILD["progress"]
 
     def progress(phase: str, done: int, total: int) -> None:
         channel.put((job_id, phase, done, total))
 
-    try:
-        result = lib.import_book(
-            path, settings, copy=copy, progress=progress, replaces=replaces, embed=embed
-        )
-    except MindoryError as exc:
-        return ("error", type(exc).__name__, exc.message, exc.path)
-    except SQLAlchemyError as exc:
-        return ("error", "DatabaseError", f"the library could not store it: {exc}", None)
-    except Exception as exc:  # noqa: BLE001 - reported as the job's error, by name
-        return ("error", type(exc).__name__, f"{type(exc).__name__}: {exc}", None)
-    return ("ok", result.to_json())
+    return import_claimed(_CHILD["library"], claim, progress)
 
 
 # ----------------------------------------------------------------------------- the manager
 
 
 class JobManager:
-    """Runs import jobs on background worker threads (see the module doc)."""
+    """Queues import jobs in the database and runs them on worker threads (module doc)."""
 
     def __init__(
         self,
@@ -186,6 +134,9 @@ class JobManager:
         keep: int = 1000,
         isolation: Isolation = "process",
         open_library: Callable[[str], Library] = Library.open,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        poll_seconds: float = 1.0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> None:
         if isolation not in ("process", "thread"):
             raise ValueError(f"isolation must be 'process' or 'thread', not {isolation!r}")
@@ -193,18 +144,52 @@ class JobManager:
         self._open_library = open_library
         self.isolation: Isolation = isolation
         self._keep = keep
-        self._workers = max(1, workers)
+        self._workers = max(0, workers)  # 0: this server runs no imports itself
+        self.lease_seconds = lease_seconds
+        self._poll = poll_seconds
+        self._max_attempts = max_attempts
         self._lock = threading.Lock()
-        self._jobs: OrderedDict[str, Job] = OrderedDict()
-        self._futures: dict[str, Future[None]] = {}
+        self._changed = threading.Condition(self._lock)
+        self._queue: JobQueue | None = None
+        self._queue_lib: Library | None = None
         self._local = threading.local()
         self._libraries: list[Library] = []
         self._closing = False
-        self._executor: ThreadPoolExecutor | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._reporters: dict[str, Reporter] = {}
+        self._history: OrderedDict[str, _History] = OrderedDict()
         # process isolation: the child pool, its progress queue and the queue's reader
         self._pool: ProcessPoolExecutor | None = None
         self._progress: Any = None
         self._listener: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ the queue
+
+    @property
+    def queue(self) -> JobQueue:
+        with self._lock:
+            if self._queue is None:
+                self._queue_lib = self._open_library(self._url)
+                self._queue = JobQueue.of(self._queue_lib, max_attempts=self._max_attempts)
+            return self._queue
+
+    def start(self) -> None:
+        """Start the worker threads (they claim jobs queued by anyone)."""
+        with self._lock:
+            if self._closing or self._threads:
+                return
+            self._stop.clear()
+            for n in range(self._workers):
+                thread = threading.Thread(
+                    target=self._work,
+                    args=(worker_name(f"t{n}"),),
+                    name=f"mindory-import-{n}",
+                    daemon=True,
+                )
+                self._threads.append(thread)
+                thread.start()
 
     # ------------------------------------------------------------------ submitting
 
@@ -223,186 +208,179 @@ class JobManager:
         """Queue an import of ``path``; returns the new job's JSON. ``replaces``: the
         book (SHA-256) this file is a new edition of (its highlights are re-anchored).
         ``embed``: the job embeds the new chunks with the library's current embedding."""
-        job = Job(
-            id=secrets.token_hex(8),
-            kind=kind,
+        with self._lock:
+            if self._closing:
+                raise ShuttingDown("the server is shutting down; no new imports")
+        job = self.queue.submit(
+            path,
             file_name=file_name,
-            path=path,
-            settings=settings or Settings(),
+            kind=kind,
+            settings=settings,
             copy=copy,
             cleanup=cleanup,
             replaces=replaces,
             embed=embed,
         )
-        with self._lock:
-            if self._closing:
-                raise ShuttingDown("the server is shutting down; no new imports")
-            if self._executor is None:  # the first job, or the first after close()
-                self._executor = ThreadPoolExecutor(
-                    max_workers=self._workers, thread_name_prefix="mindory-import"
-                )
-            self._jobs[job.id] = job
-            self._forget_old()
-            snapshot = job.to_json()
-            self._futures[job.id] = self._executor.submit(self._run, job)
-        return snapshot
-
-    def _forget_old(self) -> None:
-        finished = [j for j in self._jobs.values() if j.state in FINISHED]
-        for old in finished[: max(0, len(finished) - self._keep)]:
-            del self._jobs[old.id]
+        self.start()
+        self._wake.set()
+        return job
 
     # ------------------------------------------------------------------ reading
 
     def get(self, job_id: str) -> dict[str, Any]:
-        with self._lock:
-            return self._job(job_id).to_json()
+        return self.queue.get(job_id)
 
     def exists(self, job_id: str) -> bool:
-        with self._lock:
-            return job_id in self._jobs
+        return self.queue.exists(job_id)
 
     def all_jobs(self) -> list[dict[str, Any]]:
-        """Every remembered job, newest first."""
-        with self._lock:
-            return [j.to_json() for j in reversed(self._jobs.values())]
+        """The newest jobs (at most ``keep``), newest first."""
+        return self.queue.all(self._keep)
 
     def active(self) -> int:
-        with self._lock:
-            return sum(1 for j in self._jobs.values() if j.state not in FINISHED)
-
-    def _job(self, job_id: str) -> Job:
-        job = self._jobs.get(job_id)
-        if job is None:
-            raise NotFoundError(f"no import job {job_id!r} (jobs are kept in memory only)")
-        return job
+        return self.queue.active()
 
     def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]:
-        """Block until the job has finished (tests, scripts); returns its JSON."""
-        with self._lock:
-            future = self._futures.get(job_id)
-            self._job(job_id)
-        if future is not None:
-            with contextlib.suppress(Exception):
-                future.result(timeout)
+        """Block until the job has finished or ``timeout`` passed (tests, scripts);
+        returns its JSON."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            found = self.queue.version(job_id)
+            if found is None:
+                raise NotFoundError(f"no import job {job_id!r}")
+            if found[1] in FINISHED:
+                break
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            with self._changed:
+                self._changed.wait(min(0.05, left) if left is not None else 0.05)
         return self.get(job_id)
 
     async def follow(self, job_id: str) -> AsyncIterator[dict[str, Any]]:
         """The job's JSON now and after every change, ending with the finished job.
-
-        Raises NotFoundError at once for an unknown id.
-        """
+        A job this process runs is followed version by version (every write its
+        worker made, recorded here); any other job by reading its row every
+        ``FOLLOW_POLL_SECONDS`` (it may run in any worker). Raises NotFoundError at once
+        for an unknown id."""
         loop = asyncio.get_running_loop()
         last = -1
+        with self._lock:  # a job that already ended (or left) here: only its row
+            here = self._history.get(job_id)
+            replay = here is None or here.open
         while True:
             event = asyncio.Event()
+            waiter = (loop, event)
             with self._lock:
-                job = self._job(job_id)
-                changed = job.version != last
-                if changed:
-                    last = job.version
-                    snapshot = job.to_json()
-                else:
-                    waiter = (loop, event)
-                    job.waiters.append(waiter)
-            if changed:
+                here = self._history.get(job_id) if replay else None
+                new = [(v, snap) for v, snap in here.snapshots if v > last] if here else []
+                if last == -1:
+                    new = new[-1:]  # from now on: the newest first
+                running_here = here is not None and here.open
+                if not new and running_here and here is not None:
+                    here.waiters.append(waiter)
+            if new:
+                for version, snapshot in new:
+                    last = version
+                    yield snapshot
+                    if snapshot["state"] in FINISHED:
+                        return
+                continue
+            if running_here and here is not None:
+                try:
+                    await asyncio.wait_for(event.wait(), FOLLOW_POLL_SECONDS)
+                except TimeoutError:
+                    pass
+                finally:
+                    with self._lock, contextlib.suppress(ValueError):
+                        here.waiters.remove(waiter)
+                continue
+            found = await asyncio.to_thread(self.queue.versioned, job_id)
+            if found is None:
+                raise NotFoundError(f"no import job {job_id!r}")
+            if found[0] > last:
+                last, snapshot = found
                 yield snapshot
                 if snapshot["state"] in FINISHED:
                     return
                 continue
-            try:
-                await event.wait()
-            finally:
-                with self._lock, contextlib.suppress(ValueError):
-                    job.waiters.remove(waiter)
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
 
-    # ------------------------------------------------------------------ updates
-
-    def _update(self, job: Job, **changes: Any) -> None:
+    def _record(self, job_id: str, *, close: bool = False) -> None:
+        """Note the current row of a job this process runs (after each of its writes)
+        and wake whoever follows it."""
+        try:
+            found = self.queue.versioned(job_id)
+        except Exception:  # noqa: BLE001 - followers fall back to reading the row
+            found = None
         with self._lock:
-            for key, value in changes.items():
-                setattr(job, key, value)
-            job.version += 1
-            waiters = list(job.waiters)
+            here = self._history.get(job_id)
+            if here is None:
+                here = self._history[job_id] = _History()
+                while len(self._history) > KEEP_HISTORIES:
+                    self._history.popitem(last=False)
+            if found is not None and (not here.snapshots or found[0] > here.snapshots[-1][0]):
+                here.snapshots.append(found)
+            if close:
+                here.open = False
+            waiters = list(here.waiters)
+            self._changed.notify_all()
         for loop, event in waiters:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody listens
                 loop.call_soon_threadsafe(event.set)
 
-    def _progress_of(self, job: Job, phase: str, done: int, total: int) -> None:
-        with self._lock:
-            running = job.state == "running"
-        if not running:  # a late message from the child: the job has already ended
-            return
-        lo, hi = _PHASE_SPAN.get(phase, (0.0, 1.0))
-        share = done / total if total else 1.0
-        self._update(job, phase=phase, done=done, total=total, progress=lo + (hi - lo) * share)
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
-    # ------------------------------------------------------------------ the worker thread
+    # ------------------------------------------------------------------ the worker threads
 
-    def _run(self, job: Job) -> None:
-        try:
-            self._update(job, state="running", started_at=_now(), phase="read")
-            if self.isolation == "process":
-                outcome = self._import_in_child(job)
-            else:
-                outcome = self._import_here(job)
-            if outcome[0] == "ok":
-                out = dict(outcome[1])
-                out["path"] = job.file_name  # the temporary path means nothing to a client
-                self._update(
-                    job,
-                    state="succeeded",
-                    result=out,
-                    phase="done",
-                    progress=1.0,
-                    finished_at=_now(),
+    def _work(self, owner: str) -> None:
+        while not self._stop.is_set():
+            try:
+                claim = self.queue.claim(owner, self.lease_seconds)
+            except Exception:  # noqa: BLE001 - the database is away: look again later
+                claim = None
+            if claim is None:
+                self._wake.wait(self._poll)
+                self._wake.clear()
+                continue
+            job_id = claim.job_id
+            self._record(job_id)
+            try:
+                run_claimed(
+                    self.queue,
+                    claim,
+                    self._execute,
+                    lease_seconds=self.lease_seconds,
+                    on_change=functools.partial(self._record, job_id),
                 )
-            else:
-                _, kind, message, path = outcome
-                self._fail(job, self._message(job, message, path), kind)
-        except Exception as exc:  # noqa: BLE001 - never leave a job running
-            self._fail(job, f"{job.file_name}: {type(exc).__name__}: {exc}", type(exc).__name__)
-        finally:
-            if job.cleanup is not None:
-                shutil.rmtree(job.cleanup, ignore_errors=True)
+            except Exception:  # noqa: BLE001 - the outcome could not be written: the
+                self._stop.wait(self._poll)  # lease expires and another worker retries
+            finally:
+                self._record(job_id, close=True)
 
-    def _import_here(self, job: Job) -> tuple[Any, ...]:
+    def _execute(self, claim: Claim, reporter: Reporter) -> Outcome:
+        if self.isolation == "process":
+            with self._lock:
+                self._reporters[claim.job_id] = reporter
+            try:
+                return self._import_in_child(claim)
+            finally:
+                with self._lock:
+                    self._reporters.pop(claim.job_id, None)
         lib: Library | None = getattr(self._local, "library", None)
         if lib is None:
             lib = self._open_library(self._url)
             self._local.library = lib
             with self._lock:
                 self._libraries.append(lib)
-        try:
-            result = lib.import_book(
-                job.path,
-                job.settings,
-                copy=job.copy,
-                progress=lambda p, d, t: self._progress_of(job, p, d, t),
-                replaces=job.replaces,
-                embed=job.embed,
-            )
-        except MindoryError as exc:
-            return ("error", type(exc).__name__, exc.message, exc.path)
-        except SQLAlchemyError as exc:
-            return ("error", "DatabaseError", f"the library could not store it: {exc}", None)
-        except Exception as exc:  # noqa: BLE001 - a bad file must end its job, not the worker
-            return ("error", type(exc).__name__, f"{type(exc).__name__}: {exc}", None)
-        return ("ok", result.to_json())
+        return import_claimed(lib, claim, reporter.progress)
 
-    def _import_in_child(self, job: Job) -> tuple[Any, ...]:
+    def _import_in_child(self, claim: Claim) -> Outcome:
         pool = self._child_pool()
         try:
-            future = pool.submit(
-                _child_import,
-                job.id,
-                str(job.path),
-                job.settings,
-                job.copy,
-                job.replaces,
-                job.embed,
-            )
-            return future.result()
+            return pool.submit(_child_import, claim.job_id, claim).result()
         except BrokenProcessPool:
             self._drop_pool(pool)
             return (
@@ -419,7 +397,7 @@ class JobManager:
                 ctx = multiprocessing.get_context("spawn")
                 self._progress = ctx.Queue()
                 self._pool = ProcessPoolExecutor(
-                    max_workers=self._workers,
+                    max_workers=max(1, self._workers),
                     mp_context=ctx,
                     initializer=_child_init,
                     initargs=(self._url, self._progress),
@@ -456,7 +434,7 @@ class JobManager:
             channel.join_thread()
 
     def _listen(self, channel: Any) -> None:
-        """Relay the children's progress messages to their jobs."""
+        """Relay the children's progress messages to their jobs' reporters."""
         while True:
             try:
                 message = channel.get(timeout=1.0)
@@ -468,51 +446,36 @@ class JobManager:
                 return
             job_id, phase, done, total = message
             with self._lock:
-                job = self._jobs.get(job_id)
-            if job is not None:
-                self._progress_of(job, phase, done, total)
-
-    def _message(self, job: Job, message: str, _path: str | None) -> str:
-        # Errors name the file by the path the worker opened; say what the client sent.
-        return f"{job.file_name}: {message.replace(str(job.path), job.file_name)}"
-
-    def _fail(self, job: Job, message: str, kind: str) -> None:
-        self._update(
-            job,
-            state="failed",
-            error={"error": message, "detail": {"kind": kind, "file": job.file_name}},
-            finished_at=_now(),
-        )
+                reporter = self._reporters.get(job_id)
+            if reporter is not None:  # else: a late message, the job has already ended
+                reporter.progress(phase, done, total)
 
     # ------------------------------------------------------------------ shutdown
 
     def close(self, *, wait: bool = True) -> None:
-        """Drop the queued jobs, let the running one finish (``wait``), stop the child
-        process and close the workers' libraries. The manager stays usable: a later
-        :meth:`submit` starts new workers (an ASGI app may run its lifespan twice)."""
+        """Stop the worker threads (a running import finishes first with ``wait``; the
+        queued jobs stay queued for the next worker), stop the child process and close
+        the libraries. The manager stays usable: a later :meth:`submit` starts new
+        workers (an ASGI app may run its lifespan twice)."""
         with self._lock:
             if self._closing:
                 return
             self._closing = True
-            executor, self._executor = self._executor, None
-            futures, self._futures = dict(self._futures), {}
+            threads, self._threads = self._threads, []
         try:
-            for job_id, future in futures.items():
-                if future.cancel():  # still queued: it never runs, so clean up here
-                    job = self._jobs.get(job_id)
-                    if job is not None:
-                        self._fail(
-                            job, f"{job.file_name}: the server stopped before it ran", "Cancelled"
-                        )
-                        if job.cleanup is not None:
-                            shutil.rmtree(job.cleanup, ignore_errors=True)
-            if executor is not None:
-                executor.shutdown(wait=wait, cancel_futures=True)
+            self._stop.set()
+            self._wake.set()
+            if wait:
+                for thread in threads:
+                    thread.join()
             with self._lock:
                 pool, self._pool = self._pool, None
                 channel, self._progress = self._progress, None
                 listener, self._listener = self._listener, None
                 libraries, self._libraries = self._libraries, []
+                if wait and self._queue_lib is not None:  # no worker thread uses it now
+                    libraries.append(self._queue_lib)
+                    self._queue_lib, self._queue = None, None
             if pool is not None:
                 pool.shutdown(wait=wait, cancel_futures=True)
             self._stop_listener(channel, listener)

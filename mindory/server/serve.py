@@ -4,23 +4,36 @@ Binds to 127.0.0.1 by default. Binding to any other address needs a token in
 ``MINDORY_TOKEN`` (the server refuses to start without one); with a token set,
 every API request must carry ``Authorization: Bearer <token>``.
 
+``--workers N`` runs N uvicorn processes, each with its own app (engine, import worker
+threads, import child); on a SQLite library more than one is refused, naming PostgreSQL
+(:func:`check_workers`). Import jobs are database rows, so every process reports every
+job (docs/deploy.md, "Workers").
+
 Run it as ``mindory serve`` or ``python -m mindory.server.serve``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
+from sqlalchemy.engine import make_url
 
 from mindory.errors import MindoryError
+from mindory.library import resolve_url
 from mindory.server.app import create_app
 from mindory.server.guard import DEFAULT_MAX_UPLOAD_BYTES, is_loopback
 
-__all__ = ["serve", "check_bind"]
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+__all__ = ["app_from_env", "check_bind", "check_workers", "serve"]
+
+APP_SETTINGS_ENV = "MINDORY_SERVE_APP"  # serve --workers N: the settings of every process
 
 MIN_TOKEN_CHARS = 16
 
@@ -67,6 +80,27 @@ def check_bind(host: str, token: str | None) -> None:
     default=None,
     help="Run imports in a child process (default) or in a thread of the server.",
 )
+@click.option(
+    "--upload-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where uploads wait for their import (default: the system's temporary folder); "
+    "shared storage when `mindory worker`s on other machines run the jobs.",
+)
+@click.option(
+    "--import-workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(0, 64),
+    help="Import jobs each server process runs at once (0: only `mindory worker`s run them).",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="uvicorn worker processes (more than 1 needs a PostgreSQL library).",
+)
 @click.option("--log-level", default="info", show_default=True, help="uvicorn log level.")
 @click.pass_context
 def serve(
@@ -77,6 +111,9 @@ def serve(
     library_folder: Path | None,
     max_upload_mb: int,
     import_isolation: Literal["process", "thread"] | None,
+    upload_dir: Path | None,
+    import_workers: int,
+    workers: int,
     log_level: str,
 ) -> None:
     """Serve the library over HTTP: the JSON API, its docs at /docs, a reader at /."""
@@ -88,12 +125,15 @@ def serve(
     token = os.environ.get("MINDORY_TOKEN") or None
     try:
         check_bind(host, token)
+        check_workers(db, workers)
         app = create_app(
             db,
             token=token,
             library_folder=library_folder,
             max_upload_bytes=max_upload_mb * 1024 * 1024,
             import_isolation=import_isolation,
+            import_workers=import_workers,
+            upload_dir=upload_dir,
         )
     except MindoryError as exc:
         click.echo(f"mindory: error: {exc}", err=True)
@@ -104,7 +144,61 @@ def serve(
         + ("; bearer token required" if token else ""),
         err=True,
     )
-    uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False)
+    if workers == 1:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False)
+        return
+    # N processes: each builds its own app (its own engine, job worker thread and import
+    # child) from the same settings; the library was opened (and migrated) once above.
+    app.state.library.close()
+    os.environ[APP_SETTINGS_ENV] = json.dumps(
+        {
+            "db": db,
+            "library_folder": str(library_folder) if library_folder is not None else None,
+            "max_upload_bytes": max_upload_mb * 1024 * 1024,
+            "import_isolation": import_isolation,
+            "import_workers": import_workers,
+            "upload_dir": str(upload_dir) if upload_dir is not None else None,
+        }
+    )
+    uvicorn.run(
+        "mindory.server.serve:app_from_env",
+        factory=True,
+        workers=workers,
+        host=host,
+        port=port,
+        log_level=log_level,
+        proxy_headers=False,
+    )
+
+
+def check_workers(db: str | None, workers: int) -> None:
+    """Refuse (MindoryError) several server processes over a SQLite library: SQLite has
+    one writer and no row locks to share the import queue between servers well; serve
+    it with one process (add ``mindory worker`` processes for parallel imports)."""
+    if workers <= 1:
+        return
+    url, _path = resolve_url(db)
+    if make_url(url).get_backend_name() != "postgresql":
+        raise MindoryError(
+            f"--workers {workers} needs a PostgreSQL library (a database URL "
+            "postgresql://...); a SQLite library is served by one process "
+            "(--workers 1; add `mindory worker` processes to run imports in parallel)"
+        )
+
+
+def app_from_env() -> FastAPI:
+    """The app of one of ``serve --workers N``'s processes (uvicorn's factory)."""
+    settings = json.loads(os.environ[APP_SETTINGS_ENV])
+    folder = settings.get("library_folder")
+    return create_app(
+        settings.get("db"),
+        token=os.environ.get("MINDORY_TOKEN") or None,
+        library_folder=Path(folder) if folder else None,
+        max_upload_bytes=int(settings["max_upload_bytes"]),
+        import_isolation=settings.get("import_isolation"),
+        import_workers=int(settings.get("import_workers", 1)),
+        upload_dir=settings.get("upload_dir"),
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

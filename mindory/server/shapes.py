@@ -174,6 +174,9 @@ class JobOut(_Shape):
     progress: float
     fingerprint: str
     embed: bool = Field(default=True, description="Whether the job embeds the new chunks.")
+    attempts: int = Field(
+        default=0, description="How often a worker has claimed the job (a retry counts)."
+    )
     created_at: str
     started_at: str | None
     finished_at: str | None

@@ -72,6 +72,18 @@ class Filters:
     book_id: int | None = None
     section_id: int | None = None
 
+    def where(self, params: dict[str, Any], current: str = "d.is_current = TRUE") -> str:
+        """The SQL condition of current derivations (``d``) and these restrictions on
+        chunks (``c``), its parameters added to ``params`` (SQLite and PostgreSQL)."""
+        where = [current]
+        if self.book_id is not None:
+            where.append("d.book_id = :book")
+            params["book"] = self.book_id
+        if self.section_id is not None:
+            where.append("c.section_id = :section")
+            params["section"] = self.section_id
+        return " AND ".join(where)
+
 
 _TEXTS_OF = select(ChunkRow.id, ChunkRow.text).where(
     ChunkRow.id.in_(bindparam("ids", expanding=True))
@@ -122,19 +134,13 @@ def bm25_search(
         kept = [(i, s) for i, s in ranked if i in current]
         if len(kept) >= limit or len(ranked) < wide:
             return kept[:limit]
-    where = ["d.is_current = 1"]
     params: dict[str, Any] = {"q": expression, "n": limit}
-    if filters.book_id is not None:
-        where.append("d.book_id = :book")
-        params["book"] = filters.book_id
-    if filters.section_id is not None:
-        where.append("c.section_id = :section")
-        params["section"] = filters.section_id
+    where = filters.where(params)
     sql = (
         f"SELECT f.rowid, bm25({table}) AS s FROM {table} AS f "
         "JOIN chunks AS c ON c.id = f.rowid "
         "JOIN derivations AS d ON d.id = c.derivation_id "
-        f"WHERE {table} MATCH :q AND {' AND '.join(where)} "
+        f"WHERE {table} MATCH :q AND {where} "
         "ORDER BY s LIMIT :n"
     )
     return [(int(i), -float(s)) for i, s in conn.execute(text(sql), params)]
@@ -176,7 +182,7 @@ def scan_search(
 _MISSING_TERMS = text(
     "SELECT count(*) FROM chunks AS c JOIN derivations AS d ON d.id = c.derivation_id "
     "LEFT JOIN chunk_terms AS t ON t.chunk_id = c.id "
-    "WHERE d.is_current = 1 AND t.chunk_id IS NULL"
+    "WHERE d.is_current = TRUE AND t.chunk_id IS NULL"
 )
 
 
@@ -185,7 +191,7 @@ def chunks_without_terms(conn: Connection) -> int:
     return int(conn.execute(_MISSING_TERMS).scalar() or 0)
 
 
-_CURRENT_DERIVATIONS = text("SELECT id FROM derivations WHERE is_current = 1 ORDER BY id")
+_CURRENT_DERIVATIONS = text("SELECT id FROM derivations WHERE is_current = TRUE ORDER BY id")
 
 
 def current_derivations(conn: Connection) -> tuple[int, ...]:
@@ -199,17 +205,11 @@ def phrase_search(
     """Chunk row ids of current derivations whose text holds ``phrase`` verbatim (case
     folded; the trigram index matches it as a substring), at most ``limit``."""
     filters = filters or Filters()
-    where = ["d.is_current = 1"]
     params: dict[str, Any] = {"q": fts_quote(phrase), "n": limit}
-    if filters.book_id is not None:
-        where.append("d.book_id = :book")
-        params["book"] = filters.book_id
-    if filters.section_id is not None:
-        where.append("c.section_id = :section")
-        params["section"] = filters.section_id
+    where = filters.where(params)
     sql = (
         f"SELECT f.rowid FROM {FTS_TABLE} AS f JOIN chunks AS c ON c.id = f.rowid "
         "JOIN derivations AS d ON d.id = c.derivation_id "
-        f"WHERE {FTS_TABLE} MATCH :q AND {' AND '.join(where)} ORDER BY f.rowid LIMIT :n"
+        f"WHERE {FTS_TABLE} MATCH :q AND {where} ORDER BY f.rowid LIMIT :n"
     )
     return [int(i) for i in conn.execute(text(sql), params).scalars()]

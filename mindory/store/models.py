@@ -40,6 +40,11 @@ token; the implicit local reader, :data:`LOCAL_READER`, has no row), and every r
 own data names its reader by ``reader_id``: **highlights**, **positions** (reading
 positions, one row per accepted write, newest ``modified`` wins) and **bookmarks**, the
 last two in source coordinates plus a quote, like highlights.
+
+Jobs (revision 0006, docs/api.md): **jobs** holds each import job — the request, its
+state and progress, the result or error, and the lease of the worker running it — so
+any server or ``mindory worker`` on the same database claims and runs it
+(:mod:`mindory.store.jobs`).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -73,6 +79,7 @@ __all__ = [
     "LibraryFactRow",
     "NAMING_CONVENTION",
     "NOT_MODELS",
+    "PG_VECTORS_TABLE",
     "Base",
     "BlockRow",
     "BookFileRow",
@@ -82,6 +89,7 @@ __all__ = [
     "DerivationRow",
     "EmbeddingRow",
     "HighlightRow",
+    "JobRow",
     "LOCAL_READER",
     "BookmarkRow",
     "NormalizationRow",
@@ -107,7 +115,8 @@ TERMS_FTS_TABLE = "chunk_terms_fts"  # the word index over chunk_terms (revision
 # Tables that exist in the database but not as models: the FTS5 virtual tables,
 # their shadow tables (chunks_fts_data, _idx, _docsize, _config) and the vocabulary
 # view. Alembic's autogenerate comparison skips names starting with these.
-NOT_MODELS: tuple[str, ...] = (FTS_TABLE, TERMS_FTS_TABLE)
+PG_VECTORS_TABLE = "pg_chunk_vectors"  # PostgreSQL: pgvector copies of chunk_vectors (0007)
+NOT_MODELS: tuple[str, ...] = (FTS_TABLE, TERMS_FTS_TABLE, PG_VECTORS_TABLE)
 
 
 def is_model_name(name: str | None) -> bool:
@@ -462,3 +471,34 @@ class BookmarkRow(_PlaceColumns, Base):
     uid: Mapped[str] = mapped_column(String(32), unique=True)
     title: Mapped[str | None]
     created_at: Mapped[datetime]
+
+
+class JobRow(Base):
+    """An import job (:mod:`mindory.store.jobs`). ``request`` is what the worker needs
+    to run it (path, settings, copy, replaces, embed, cleanup); ``lease_owner`` and
+    ``lease_expires_at`` say who runs it and until when (renewed while it runs): a job
+    ``running`` with an expired lease is claimed again, until ``max_attempts``."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (Index(None, "state", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # "upload" | "folder"
+    state: Mapped[str] = mapped_column(String(16))  # queued | running | succeeded | failed
+    file_name: Mapped[str]
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    phase: Mapped[str | None] = mapped_column(String(32))
+    done: Mapped[int]
+    total: Mapped[int]
+    progress: Mapped[float] = mapped_column(Float)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    attempts: Mapped[int] = mapped_column(Integer)
+    max_attempts: Mapped[int] = mapped_column(Integer)
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_expires_at: Mapped[datetime | None]
+    version: Mapped[int]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]

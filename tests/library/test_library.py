@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select, text, update
+from sqlalchemy import event, func, select, update
 
 from mindory.errors import MindoryError, NotFoundError
 from mindory.importers import load_book
@@ -32,8 +32,9 @@ WASTELAND = SAMPLES / "wasteland.epub"
 
 
 @pytest.fixture
-def lib(tmp_path: Path) -> Iterator[Library]:
-    with Library.open(tmp_path / "lib.sqlite") as library:
+def lib(db_url: str) -> Iterator[Library]:
+    """A new library on each backend (SQLite, PostgreSQL: tests/pg.py)."""
+    with Library.open(db_url) as library:
         yield library
 
 
@@ -150,7 +151,7 @@ def test_nested_toc_is_kept(lib: Library) -> None:
     assert lib.book(book.sha256).toc_count == count(book.toc)
 
 
-def test_unchanged_reimport_writes_nothing(lib: Library) -> None:
+def test_unchanged_reimport_writes_nothing(lib: Library, tmp_path: Path) -> None:
     first = lib.import_book(NEWS)
     before = _row_counts(lib)
     writes = _writes_during(lib)
@@ -165,7 +166,7 @@ def test_unchanged_reimport_writes_nothing(lib: Library) -> None:
         first.blocks,
     )
     # Same bytes under another name are the same book.
-    copy = lib.path.parent / "renamed.txt"  # type: ignore[union-attr]
+    copy = tmp_path / "renamed.txt"
     copy.write_bytes(NEWS.read_bytes())
     assert lib.import_book(copy).status == "unchanged"
     assert writes == []
@@ -365,7 +366,7 @@ def test_verify_finds_a_broken_map(lib: Library) -> None:
             update(SectionTextRow).where(SectionTextRow.id == row.id).values(normalized_text=broken)
         )
         conn.execute(
-            text("UPDATE section_texts SET offset_map = X'00' WHERE id != :i"), {"i": row.id}
+            update(SectionTextRow).where(SectionTextRow.id != row.id).values(offset_map=b"\x00")
         )
     report = lib.verify()
     joined = "\n".join(report.problems)

@@ -35,8 +35,9 @@ WASTE = SAMPLES / "wasteland.epub"
 
 
 @pytest.fixture
-def lib(tmp_path: Path) -> Iterator[Library]:
-    with Library.open(tmp_path / "lib.sqlite") as library:
+def lib(db_url: str) -> Iterator[Library]:
+    """A new library on each backend (SQLite, PostgreSQL: tests/pg.py)."""
+    with Library.open(db_url) as library:
         yield library
 
 

@@ -21,8 +21,10 @@ SETS = {
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
-    with Library.open(tmp_path_factory.mktemp("eval") / "lib.sqlite") as library:
+def lib(module_db_url: str) -> Iterator[Library]:
+    """The samples, imported and embedded once, on each backend (the same recall on both:
+    docs/search.md, "PostgreSQL")."""
+    with Library.open(module_db_url) as library:
         list(library.import_many([SAMPLES]))
         library.embed()
         yield library

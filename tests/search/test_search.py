@@ -33,9 +33,9 @@ WASTELAND = SAMPLES / "wasteland.epub"
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
-    """The three samples, imported and embedded once (hashed embedder)."""
-    with Library.open(tmp_path_factory.mktemp("search") / "lib.sqlite") as library:
+def lib(module_db_url: str) -> Iterator[Library]:
+    """The three samples, imported and embedded once (hashed embedder), on each backend."""
+    with Library.open(module_db_url) as library:
         for r in library.import_many([SAMPLES]):
             assert r.status == "created", r
         library.embed()

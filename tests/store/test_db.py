@@ -45,6 +45,7 @@ TABLES = {
     "bookmarks",
     "chunk_terms",
     "library_facts",
+    "jobs",
 }
 
 

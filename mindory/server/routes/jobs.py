@@ -28,12 +28,12 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
 
     def existing_job(job_id: Annotated[str, PathParam(min_length=1, max_length=64)]) -> str:
         if not jobs.exists(job_id):
-            raise NotFoundError(f"no import job {job_id!r} (jobs are kept in memory only)")
+            raise NotFoundError(f"no import job {job_id!r}")
         return job_id
 
     @api.get("/jobs", response_model=list[JobOut], tags=["jobs"])
     def list_jobs() -> list[dict[str, Any]]:
-        """Import jobs this server remembers, newest first."""
+        """The newest import jobs of the library (whichever worker runs them), newest first."""
         return jobs.all_jobs()
 
     @api.get("/jobs/{job_id}", response_model=JobOut, tags=["jobs"])
