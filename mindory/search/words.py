@@ -38,6 +38,8 @@ from typing import Any
 
 import regex
 
+from mindory.search.analysis import STOPWORDS
+
 __all__ = [
     "ANALYSIS_VERSION",
     "fingerprint",
@@ -60,27 +62,16 @@ SNOWBALL = {
     "sv": "swedish", "ta": "tamil", "tr": "turkish", "yi": "yiddish", "eo": "esperanto",
 }  # fmt: skip
 
-# English stop words and the words questions are made of ("why did", "the passage
-# where"): too common to find anything by, and never the answer's own words.
+# English stop words (the trigram index's list, :data:`mindory.search.analysis.STOPWORDS`,
+# less "one", which a question may be about) and the words questions are made of ("why
+# did", "the passage where"): too common to find anything by, and never the answer's own.
 # fmt: off
-ENGLISH_STOP = frozenset((
-    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are",
-    "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but",
-    "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for",
-    "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself",
-    "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself",
-    "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on",
-    "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same",
-    "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them",
-    "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too",
-    "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which",
-    "while", "who", "whom", "whose", "why", "will", "with", "would", "you", "your", "yours",
-    "yourself", "yourselves", "upon", "shall", "may", "might", "must", "also", "ever",
-    "thee", "thou", "thy", "ye", "unto", "hath", "doth", "art",
+ENGLISH_STOP = (STOPWORDS - {"one"}) | frozenset((
+    "whose", "also", "ever", "ye", "unto", "hath", "doth", "art",
     # question furniture
     "passage", "scene", "moment", "part", "describe", "describes", "described", "explain",
     "tell", "tells", "happen", "happens", "happened", "mention", "mentions", "mentioned",
-    "say", "says", "said", "line", "lines", "book", "story", "someone", "something",
+    "line", "lines", "book", "story", "someone", "something",
     "kind", "sort", "thing", "things", "whats", "anything", "way",
 ))
 # Chinese function words and question words (Simplified: compared after t2s).

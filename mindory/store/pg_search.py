@@ -23,7 +23,6 @@ already asks; the ``pg_trgm`` index answers it. Quotes (:func:`phrase_search`) a
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,13 +30,10 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mindory.store.fts import Filters
+from mindory.store.words_fts import BM25_BUDGET, bm25_of, phrase_tokens
 
 __all__ = ["has_pg_indexes", "phrase_search", "words_search"]
 
-BM25_BUDGET = 2500  # as mindory.store.words_fts
-RERANK_DEPTH = 100
-BM25_K1 = 1.2
-BM25_B = 0.75
 
 _TSV = "to_tsvector('simple'::regconfig, t.terms)"
 
@@ -127,10 +123,8 @@ def words_search(
 ) -> list[tuple[int, float]]:
     """``(chunk row id, BM25 score)`` best first over current derivations, for any of the
     analysed query ``terms`` (OR): PostgreSQL's :func:`mindory.store.words_fts.words_search`."""
-    from mindory.store.words_fts import _occurrences, _phrase_tokens, _tokens
-
     filters = filters or Filters()
-    phrases = {t: _phrase_tokens(t) for t in dict.fromkeys(terms)}
+    phrases = {t: phrase_tokens(t) for t in dict.fromkeys(terms)}
     phrases = {t: p for t, p in phrases.items() if p}
     if not phrases:
         return []
@@ -153,14 +147,7 @@ def words_search(
     idf = {t: max(1e-6, math.log((n_rows - df + 0.5) / (df + 0.5))) for t, df in held.items()}
     scored: list[tuple[int, float]] = []
     for chunk_id, terms_text in _candidates(conn, chosen, None, filters):
-        tokens = _tokens(terms_text)
-        counted = Counter(tokens)
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens) / avgdl)
-        score = 0.0
-        for term, phrase in phrases.items():
-            tf = _occurrences(tokens, counted, phrase)
-            if tf:
-                score += idf[term] * tf * (BM25_K1 + 1) / (tf + norm)
+        score = bm25_of(terms_text, phrases, idf, avgdl)
         if score > 0:
             scored.append((chunk_id, score))
     scored.sort(key=lambda item: (-item[1], item[0]))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
@@ -25,7 +25,15 @@ from sqlalchemy.engine import Connection
 from mindory.store.fts import Filters, bm25_search, fts_quote
 from mindory.store.models import TERMS_FTS_TABLE, ChunkRow, ChunkTermsRow, DerivationRow
 
-__all__ = ["BM25_BUDGET", "RERANK_DEPTH", "bm25_scores", "has_words_table", "words_search"]
+__all__ = [
+    "BM25_BUDGET",
+    "RERANK_DEPTH",
+    "bm25_of",
+    "bm25_scores",
+    "has_words_table",
+    "phrase_tokens",
+    "words_search",
+]
 
 # The rarest terms are asked for until the chunks holding them add up to this many
 # (~3 ms of bm25()); the best RERANK_DEPTH of those are re-scored with every term.
@@ -116,7 +124,7 @@ def _tokens(terms_text: str) -> list[str]:
     return out
 
 
-def _phrase_tokens(term: str) -> tuple[str, ...]:
+def phrase_tokens(term: str) -> tuple[str, ...]:
     # FTS5 folds case; a term the tokenizer splits ("o'clock") is a phrase of its tokens.
     return tuple(_TOKEN.findall(term.lower()))
 
@@ -137,7 +145,7 @@ def bm25_scores(
     """``-bm25()`` of each chunk in ``ids`` for the OR of ``terms``, computed as FTS5
     computes it (module doc) without asking FTS5 to rank anything. ``doc_counts``: the
     tokens' chunk counts when the caller has them already."""
-    phrases = {t: _phrase_tokens(t) for t in dict.fromkeys(terms)}
+    phrases = {t: phrase_tokens(t) for t in dict.fromkeys(terms)}
     phrases = {t: p for t, p in phrases.items() if p}
     if not phrases or not ids:
         return {}
@@ -164,16 +172,28 @@ def bm25_scores(
         idf[term] = max(1e-6, math.log((n_rows - df + 0.5) / (df + 0.5)))
     scores: dict[int, float] = {}
     for chunk_id, terms_text in conn.execute(_TERMS_OF, {"ids": list(ids)}).all():
-        tokens = _tokens(str(terms_text))
-        counted = Counter(tokens)
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens) / avgdl)
-        score = 0.0
-        for term, phrase in phrases.items():
-            tf = _occurrences(tokens, counted, phrase)
-            if tf:
-                score += idf[term] * tf * (BM25_K1 + 1) / (tf + norm)
-        scores[int(chunk_id)] = score
+        scores[int(chunk_id)] = bm25_of(str(terms_text), phrases, idf, avgdl)
     return scores
+
+
+def bm25_of(
+    terms_text: str,
+    phrases: Mapping[str, tuple[str, ...]],
+    idf: Mapping[str, float],
+    avgdl: float,
+) -> float:
+    """FTS5's ``bm25()`` (negated) of one chunk's analysed terms for the OR of
+    ``phrases`` (each query term as its tokens, :func:`phrase_tokens`), given each
+    term's ``idf`` and the index's average tokens per chunk."""
+    tokens = _tokens(terms_text)
+    counted = Counter(tokens)
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens) / avgdl)
+    score = 0.0
+    for term, phrase in phrases.items():
+        tf = _occurrences(tokens, counted, phrase)
+        if tf:
+            score += idf[term] * tf * (BM25_K1 + 1) / (tf + norm)
+    return score
 
 
 def _ranked(
@@ -197,12 +217,12 @@ def words_search(
     than ``budget`` chunks in all is ranked by its rarest terms and re-scored exactly
     (module doc)."""
     filters = filters or Filters()
-    unique = [t for t in dict.fromkeys(terms) if _phrase_tokens(t)]
+    unique = [t for t in dict.fromkeys(terms) if phrase_tokens(t)]
     if not unique:
         return []
-    single = [t for t in unique if len(_phrase_tokens(t)) == 1]
-    counts = _doc_counts(conn, [_phrase_tokens(t)[0] for t in single])
-    held = {t: counts[_phrase_tokens(t)[0]] for t in single}
+    single = [t for t in unique if len(phrase_tokens(t)) == 1]
+    counts = _doc_counts(conn, [phrase_tokens(t)[0] for t in single])
+    held = {t: counts[phrase_tokens(t)[0]] for t in single}
     if len(single) < len(unique) or sum(held.values()) <= budget:
         return _ranked(conn, unique, limit, filters)  # small enough to rank whole
     chosen: list[str] = []
