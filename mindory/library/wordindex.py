@@ -32,7 +32,7 @@ BATCH = 1000  # chunks analysed and written per transaction
 _MISSING = text(
     "SELECT c.id FROM chunks AS c JOIN derivations AS d ON d.id = c.derivation_id "
     "LEFT JOIN chunk_terms AS t ON t.chunk_id = c.id "
-    "WHERE d.is_current = 1 AND t.chunk_id IS NULL ORDER BY c.id LIMIT :n"
+    "WHERE d.is_current AND t.chunk_id IS NULL ORDER BY c.id LIMIT :n"
 )
 
 

@@ -39,16 +39,16 @@ TOKEN = "t0ken-for-the-tests-0123456789"
 
 
 @pytest.fixture(scope="module")
-def library_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("api") / "library.sqlite"
-    with Library.open(path) as lib:
+def library_path(module_db_url: str) -> str:
+    """The module's library, once on SQLite and once on PostgreSQL."""
+    with Library.open(module_db_url) as lib:
         for f in (EPUB, TXT):
             lib.import_book(f)
-    return path
+    return module_db_url
 
 
 @pytest.fixture(scope="module")
-def client(library_path: Path) -> Iterator[TestClient]:
+def client(library_path: str) -> Iterator[TestClient]:
     app = create_app(library_path)
     with TestClient(app, base_url=LOCAL) as c:
         yield c
@@ -62,13 +62,12 @@ def ids(client: TestClient) -> dict[str, str]:
 
 @pytest.fixture(params=["thread"])
 def fresh(
-    request: pytest.FixtureRequest, tmp_path: Path
+    request: pytest.FixtureRequest, db_url: str, tmp_path: Path
 ) -> Iterator[tuple[TestClient, FastAPI, Path]]:
-    """An empty library with an upload folder we can look into. Imports run in a thread
-    (fast); tests parametrized with "process" run them as the server does by default."""
-    app = create_app(
-        tmp_path / "lib.sqlite", upload_dir=tmp_path / "uploads", import_isolation=request.param
-    )
+    """An empty library (on each backend) with an upload folder we can look into. Imports
+    run in a thread (fast); tests parametrized with "process" run them as the server does
+    by default."""
+    app = create_app(db_url, upload_dir=tmp_path / "uploads", import_isolation=request.param)
     assert app.state.jobs.isolation == request.param
     with TestClient(app, base_url=LOCAL) as c:
         yield c, app, tmp_path
@@ -77,7 +76,7 @@ def fresh(
 both_isolations = pytest.mark.parametrize("fresh", ["thread", "process"], indirect=True)
 
 
-def _cli_json(library_path: Path, *args: str) -> Any:
+def _cli_json(library_path: str, *args: str) -> Any:
     result = CliRunner().invoke(cli_main, ["--db", str(library_path), *args])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -117,7 +116,7 @@ def test_health(client: TestClient) -> None:
 
 
 def test_routes_return_the_cli_json(
-    client: TestClient, library_path: Path, ids: dict[str, str]
+    client: TestClient, library_path: str, ids: dict[str, str]
 ) -> None:
     assert client.get("/books").json() == _cli_json(library_path, "books", "--json")
     for book in ids.values():
@@ -144,7 +143,7 @@ def test_routes_return_the_cli_json(
     assert all(c["byte_end"] > c["byte_start"] for c in txt["chunks"])
 
 
-def test_section_texts(client: TestClient, library_path: Path, ids: dict[str, str]) -> None:
+def test_section_texts(client: TestClient, library_path: str, ids: dict[str, str]) -> None:
     with Library.open(library_path) as lib:
         for book in ids.values():
             expected = lib.section(book, 0).to_json()
@@ -506,7 +505,7 @@ def test_delete_book(fresh: tuple[TestClient, FastAPI, Path]) -> None:
 # --------------------------------------------------------------------------- safety
 
 
-def test_token_is_required_everywhere_but_the_page(library_path: Path) -> None:
+def test_token_is_required_everywhere_but_the_page(library_path: str) -> None:
     app = create_app(library_path, token=TOKEN)
     with TestClient(app, base_url="http://reader.example.org") as client:
         for path in ("/health", "/books", "/jobs", "/books/waste/file"):

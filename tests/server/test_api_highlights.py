@@ -30,17 +30,17 @@ LOCAL = "http://127.0.0.1"
 
 
 @pytest.fixture(scope="module")
-def library_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("api2") / "library.sqlite"
-    with Library.open(path) as lib:
+def library_path(module_db_url: str) -> str:
+    """The module's library, once on SQLite and once on PostgreSQL."""
+    with Library.open(module_db_url) as lib:
         for f in (EPUB, TXT, NEWS):
             lib.import_book(f)
         lib.embed()
-    return path
+    return module_db_url
 
 
 @pytest.fixture(scope="module")
-def client(library_path: Path) -> Iterator[TestClient]:
+def client(library_path: str) -> Iterator[TestClient]:
     app = create_app(library_path, import_isolation="thread")
     with TestClient(app, base_url=LOCAL) as c:
         yield c
@@ -51,7 +51,7 @@ def ids(client: TestClient) -> dict[str, str]:
     return {b["file_name"]: b["id"] for b in client.get("/books").json()}
 
 
-def _cli_json(library_path: Path, *args: str) -> Any:
+def _cli_json(library_path: str, *args: str) -> Any:
     result = CliRunner().invoke(cli_main, ["--db", str(library_path), *args])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -86,7 +86,7 @@ def _u16(text: str) -> int:
     ],
 )
 def test_search_is_the_cli_json(
-    client: TestClient, library_path: Path, query: str, extra: tuple[str, ...]
+    client: TestClient, library_path: str, query: str, extra: tuple[str, ...]
 ) -> None:
     params: dict[str, Any] = {"q": query}
     it = iter(extra)
@@ -129,9 +129,7 @@ def test_search_errors(client: TestClient, ids: dict[str, str]) -> None:
 # --------------------------------------------------------------------------- locate
 
 
-def test_locate_is_the_cli_json(
-    client: TestClient, library_path: Path, ids: dict[str, str]
-) -> None:
+def test_locate_is_the_cli_json(client: TestClient, library_path: str, ids: dict[str, str]) -> None:
     epub, txt = ids["wasteland.epub"], ids["qiaoshi-yanyi.txt"]
     chunk = client.get(f"/books/{epub}/chunks", params={"limit": 5}).json()["chunks"][3]
     by_chunk = client.get(f"/books/{epub}/locate", params={"chunk": chunk["id"][:12]})
@@ -257,7 +255,7 @@ def test_locate_errors(client: TestClient, ids: dict[str, str]) -> None:
 
 
 def test_anchors_are_the_library_json(
-    client: TestClient, library_path: Path, ids: dict[str, str]
+    client: TestClient, library_path: str, ids: dict[str, str]
 ) -> None:
     news = ids["news-from-nowhere.txt"]
     chunk = client.get(f"/books/{news}/chunks", params={"section": 6, "limit": 2}).json()["chunks"][
@@ -320,7 +318,7 @@ def test_anchor_errors(client: TestClient, ids: dict[str, str]) -> None:
 # --------------------------------------------------------------------------- highlights
 
 
-def test_highlight_lifecycle(client: TestClient, library_path: Path, ids: dict[str, str]) -> None:
+def test_highlight_lifecycle(client: TestClient, library_path: str, ids: dict[str, str]) -> None:
     txt = ids["qiaoshi-yanyi.txt"]
     sections = client.get(f"/books/{txt}/sections").json()
     for s in sections:

@@ -22,9 +22,11 @@ LOCAL = "http://127.0.0.1"
 
 
 @pytest.fixture(params=["thread", "process"])
-def embedded_client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    """A library of two books, embedded (hashed embedder, tests/conftest.py)."""
-    path = tmp_path / "lib.sqlite"
+def embedded_client(
+    request: pytest.FixtureRequest, db_url: str, tmp_path: Path
+) -> Iterator[TestClient]:
+    """A library of two books on each backend, embedded (hashed embedder, tests/conftest.py)."""
+    path = db_url
     with Library.open(path) as lib:
         lib.import_book(TXT)
         lib.import_book(EPUB)
@@ -72,8 +74,8 @@ def test_a_reuploaded_book_is_embedded_by_its_job(embedded_client: TestClient) -
     assert vector["hits"] and vector["warnings"] == []
 
 
-def test_a_library_never_embedded_stays_lexical_and_says_so(tmp_path: Path) -> None:
-    app = create_app(tmp_path / "lib.sqlite", upload_dir=tmp_path / "up", import_isolation="thread")
+def test_a_library_never_embedded_stays_lexical_and_says_so(db_url: str, tmp_path: Path) -> None:
+    app = create_app(db_url, upload_dir=tmp_path / "up", import_isolation="thread")
     with TestClient(app, base_url=LOCAL) as client:
         r = client.post("/books", files={"file": (TXT.name, TXT.read_bytes())})
         job = _events(client, r.json()["id"])[-1]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,16 +25,16 @@ LOCAL = "http://127.0.0.1"
 
 
 @pytest.fixture
-def library_path(tmp_path: Path) -> Path:
-    path = tmp_path / "library.sqlite"
-    with Library.open(path) as lib:
+def library_path(db_url: str) -> str:
+    """A test's library, once on SQLite and once on PostgreSQL."""
+    with Library.open(db_url) as lib:
         for f in (EPUB, NEWS):
             lib.import_book(f, embed=False)
-    return path
+    return db_url
 
 
 @pytest.fixture
-def client(library_path: Path) -> Iterator[TestClient]:
+def client(library_path: str) -> Iterator[TestClient]:
     app = create_app(library_path, import_isolation="thread")
     with TestClient(app, base_url=LOCAL) as c:
         yield c
@@ -190,7 +189,7 @@ def test_bad_requests(client: TestClient, ids: dict[str, str]) -> None:
     _error(client.get(f"/books/{epub}/position"), 404)
 
 
-def test_bookmarks(client: TestClient, ids: dict[str, str], library_path: Path) -> None:
+def test_bookmarks(client: TestClient, ids: dict[str, str], library_path: str) -> None:
     txt = ids["txt"]
     sec = client.get(f"/books/{txt}/sections/3").json()
     at = sec["source_start"] + 40
@@ -220,7 +219,7 @@ def test_bookmarks(client: TestClient, ids: dict[str, str], library_path: Path) 
 
 
 def test_position_is_the_cli_json(
-    client: TestClient, ids: dict[str, str], library_path: Path
+    client: TestClient, ids: dict[str, str], library_path: str
 ) -> None:
     epub = ids["epub"]
     put = _put(client, epub, "2026-12-01T10:00:00Z", section=0, offset=42).json()

@@ -87,9 +87,10 @@ def _run_driver(job: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_reader_page_highlights_exact_spans(tmp_path: Path) -> None:
+def test_reader_page_highlights_exact_spans(db_url: str, tmp_path: Path) -> None:
+    """On each backend: the page a browser runs against the server's own answers."""
     require_browser()
-    app = create_app(tmp_path / "library.sqlite", upload_dir=tmp_path / "uploads")
+    app = create_app(db_url, upload_dir=tmp_path / "uploads")
     with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=60) as client:
         epub_job = upload_and_wait(client, SAMPLES / "wasteland.epub")
         txt_job = upload_and_wait(client, SAMPLES / "qiaoshi-yanyi.txt")
