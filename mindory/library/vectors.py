@@ -39,7 +39,11 @@ from mindory.store.models import (
 )
 from mindory.store.queries import embedding_info
 from mindory.store.records import EmbeddingInfo
-from mindory.store.vectors import EmbeddingState, current_embedding_state
+from mindory.store.vectors import (
+    EmbeddingState,
+    current_embedding_state,
+    database_indexes_vectors,
+)
 
 
 def spec_of(emb: Embedder) -> str:
@@ -309,15 +313,15 @@ def index(st: State, *, rebuild: bool = False) -> IndexInfo:
         embedding = current_embedding_state(conn)
         if embedding is None:
             raise MindoryError("no vectors yet: run mindory embed first")
-        if conn.dialect.name == "postgresql":
-            return _pg_index_info(conn, embedding)
+        if database_indexes_vectors(conn):
+            return _database_index_info(conn, embedding)
         before = st.vectors.loaded
         loaded = st.vectors.ensure(conn, embedding, force_rebuild=rebuild)
     info = loaded.info()
     return replace(info, status="current", seconds=0.0) if loaded is before else info
 
 
-def _pg_index_info(conn: Connection, embedding: EmbeddingState) -> IndexInfo:
+def _database_index_info(conn: Connection, embedding: EmbeddingState) -> IndexInfo:
     """PostgreSQL: the database keeps its HNSW index itself (revision 0007); nothing to
     build, only what it holds."""
     from mindory.search.vector_index import ids_checksum

@@ -39,6 +39,7 @@ from mindory.store.vectors import (
     chunk_ids_in,
     current_chunk_count,
     current_embedding_state,
+    database_indexes_vectors,
 )
 
 __all__ = ["LISTS_OF", "SEARCH_MODES", "SearchServices", "search"]
@@ -325,8 +326,8 @@ def vector_search(
         )
     qv = emb.embed([query])
     timings["embed"] = 1000 * (perf_counter() - t)
-    if conn.dialect.name == "postgresql":  # pgvector's HNSW index, no FAISS file
-        return _pg_vector_search(conn, embedding, qv, n, filters, timings)
+    if database_indexes_vectors(conn):  # pgvector's HNSW index, no FAISS file
+        return _database_vector_search(conn, embedding, qv, n, filters, timings)
     t = perf_counter()
     loaded = sv.vectors.ensure(conn, embedding)
     timings["index"] = 1000 * (perf_counter() - t)
@@ -343,7 +344,7 @@ def vector_search(
     return found
 
 
-def _pg_vector_search(
+def _database_vector_search(
     conn: Connection,
     embedding: EmbeddingState,
     qv: np.ndarray,

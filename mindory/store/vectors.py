@@ -56,6 +56,13 @@ _CURRENT_DERIVATIONS_STMT = (
 )
 
 
+def database_indexes_vectors(conn: Connection) -> bool:
+    """Whether the database itself keeps the vector index (PostgreSQL: pgvector's HNSW,
+    :mod:`mindory.store.pg_vectors`); otherwise (SQLite) the process builds a FAISS index
+    from the stored vectors (:mod:`mindory.search.vectors`)."""
+    return conn.dialect.name == "postgresql"
+
+
 def current_embedding_state(conn: Connection) -> EmbeddingState | None:
     r = conn.execute(_CURRENT_EMBEDDING_STMT).first()
     if r is None:
