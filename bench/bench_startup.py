@@ -58,6 +58,9 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="mindory-startup-"))
     env = {**os.environ, "MINDORY_DB": str(work / "empty.sqlite")}
+    # Bytecode cached, as the targets say: the warm-up run writes it (some machines
+    # set PYTHONDONTWRITEBYTECODE, which would make every run compile mindory again).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     mindory = str(BIN / "mindory")
     out: dict[str, Any] = {"runs": args.runs, "cpus": os.cpu_count()}
     try:

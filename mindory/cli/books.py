@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
 
 from mindory.cli.common import (
     PHASE_SPAN,
@@ -184,6 +183,8 @@ def import_(
             }
         )
     else:
+        from rich.table import Table  # rich loads only to draw a table
+
         table = Table(
             "file", "status", "title", "sections", "chunks", "embedded", "seconds", title="import"
         )
@@ -218,8 +219,10 @@ def books(ctx: click.Context, as_json: bool) -> None:
         print_json([b.to_json() for b in items])
         return
     if not items:
-        console().print("no books yet: mindory import PATH")
+        click.echo("no books yet: mindory import PATH")  # one line needs no rich
         return
+    from rich.table import Table  # rich loads only to draw a table
+
     table = Table("id", "title", "format", "sections", "chunks", "size", "encoding")
     for b in items:
         current = b.current
@@ -301,6 +304,8 @@ def show(ctx: click.Context, book: str, toc: bool, as_json: bool) -> None:
         )
     for warning in info.warnings:
         console().print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    from rich.table import Table  # rich loads only to draw a table
+
     table = Table("§", "title", "href", "source", "normalized", "blocks", "chunks")
     for s in sections:
         table.add_row(
@@ -362,6 +367,8 @@ def chunks(
             }
         )
         return
+    from rich.table import Table  # rich loads only to draw a table
+
     table = Table("§", "#", "id", "normalized", "source", "UTF-16", "text")
     for c in items:
         table.add_row(
@@ -391,6 +398,8 @@ def blocks(
     if as_json:
         print_json(result.to_json())
         return
+    from rich.table import Table  # rich loads only to draw a table
+
     table = Table(
         "#",
         "kind",

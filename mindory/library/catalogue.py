@@ -21,9 +21,7 @@ from mindory.store.models import (
     TocEntryRow,
 )
 from mindory.store.queries import (
-    book_info,
     chunk_infos,
-    derivations_by_book,
     get_derivation,
     read_book_file,
     resolve_book,
@@ -37,18 +35,7 @@ from mindory.store.records import (
     SectionInfo,
     TocNode,
 )
-
-
-def books(st: State) -> list[BookInfo]:
-    """Every book, by title (then id)."""
-    with st.read() as s:
-        rows = s.execute(
-            select(BookRow, BookFileRow.data.is_(None))
-            .join(BookFileRow, BookFileRow.book_id == BookRow.id)
-            .order_by(BookRow.title, BookRow.sha256)
-        ).all()
-        derivations = derivations_by_book(s, [r[0].id for r in rows])
-        return [book_info(b, by_path, derivations.get(b.id, ())) for b, by_path in rows]
+from mindory.store.shelf import book_info, derivations_by_book
 
 
 def book(st: State, ref: str) -> BookInfo:

@@ -213,9 +213,9 @@ class Library(ReadingStateMethods):
 
     def books(self) -> list[BookInfo]:
         """Every book, by title (then id)."""
-        from mindory.library import catalogue
+        from mindory.library import shelf
 
-        return catalogue.books(self.state)
+        return shelf.books(self.state)
 
     def book(self, ref: str) -> BookInfo:
         """A book by id (its SHA-256 or a prefix of it) or a unique prefix of its title."""

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session
 
 from mindory.store.engine import DEFAULT_BUSY_TIMEOUT_MS, make_engine
-from mindory.store.models import FTS_TABLE
-from mindory.store.queries import read_book_file
+from mindory.store.tables import FTS_TABLE
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from mindory.library.resources import Resources
     from mindory.reading.anchoring import SectionText
     from mindory.search.embedders import Embedder
@@ -63,11 +63,18 @@ class State:
 
     # ------------------------------------------------------------------ sessions
 
+    # The ORM is imported with the first session, not with the library: a read of a
+    # few rows in Core (``mindory books``) never loads it (docs/architecture.md).
+
     def read(self) -> Session:
+        from sqlalchemy.orm import Session
+
         return Session(self.engine, expire_on_commit=False)
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Session]:
+        from sqlalchemy.orm import Session
+
         with Session(self.writer, expire_on_commit=False) as session, session.begin():
             yield session
 
@@ -96,6 +103,10 @@ class State:
 
     def read_book(self, sha: str) -> bytes:
         """A book file's bytes, read through the second pool (see :meth:`aux_engine`)."""
+        from sqlalchemy.orm import Session
+
+        from mindory.store.queries import read_book_file
+
         with Session(self.aux_engine(), expire_on_commit=False) as s:
             return read_book_file(s, sha)
 

@@ -1,9 +1,9 @@
-"""The library's schema: SQLAlchemy 2 typed models, and nothing else.
+"""The ORM classes of the library's tables, and what each table holds.
 
-The schema changes only through Alembic revisions in ``migrations/`` (see
-:func:`mindory.library.upgrade`); a test proves these models and the revisions
-agree. Types are portable (``Text``, ``BigInteger``, ``LargeBinary``, ``JSON``,
-``Boolean``, ``DateTime``) so PostgreSQL works with the same models.
+Each class maps onto its table in :mod:`mindory.store.tables` (the schema's one
+description, in Core, with every column's type and key); the annotations here only type
+the attributes. The schema changes only through Alembic revisions in ``migrations/``; a
+test proves the tables and the revisions agree.
 
 The model, in one paragraph (docs/library.md has the long form). A **book** is
 identified by the SHA-256 of its file; its bytes live in **book_files** (a
@@ -52,25 +52,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Boolean,
-    CheckConstraint,
-    DateTime,
-    Float,
-    ForeignKey,
-    Index,
-    Integer,
-    LargeBinary,
-    MetaData,
-    String,
-    Text,
-    UniqueConstraint,
-)
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped
 
 from mindory.reading.positions import LOCAL_READER
+from mindory.store import tables
+from mindory.store.tables import (
+    FTS_TABLE,
+    NAMING_CONVENTION,
+    NOT_MODELS,
+    PG_VECTORS_TABLE,
+    TERMS_FTS_TABLE,
+    is_model_name,
+)
 
 __all__ = [
     "FTS_TABLE",
@@ -101,79 +94,45 @@ __all__ = [
     "is_model_name",
 ]
 
-NAMING_CONVENTION: dict[str, str] = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-# The SQLite full-text index over chunk text (revision 0002; not a model).
-FTS_TABLE = "chunks_fts"
-TERMS_FTS_TABLE = "chunk_terms_fts"  # the word index over chunk_terms (revision 0004)
-# Tables that exist in the database but not as models: the FTS5 virtual tables,
-# their shadow tables (chunks_fts_data, _idx, _docsize, _config) and the vocabulary
-# view. Alembic's autogenerate comparison skips names starting with these.
-PG_VECTORS_TABLE = "pg_chunk_vectors"  # PostgreSQL: pgvector copies of chunk_vectors (0007)
-NOT_MODELS: tuple[str, ...] = (FTS_TABLE, TERMS_FTS_TABLE, PG_VECTORS_TABLE)
-
-
-def is_model_name(name: str | None) -> bool:
-    """False for the FTS tables (``include_name`` filter of the schema comparison)."""
-    return name is None or not name.startswith(NOT_MODELS)
-
-
-# A 64-bit integer key that is also SQLite's rowid (so it autoincrements there).
-RowId = BigInteger().with_variant(Integer(), "sqlite")
-
 
 class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map: dict[Any, Any] = {
-        int: BigInteger(),
-        str: Text(),
-        bool: Boolean(),
-        datetime: DateTime(timezone=True),
-    }
+    """The ORM's base: every class maps onto a table of :mod:`mindory.store.tables`
+    (the schema's one description); the annotations only type the attributes."""
 
-
-def _book_fk() -> Any:
-    return ForeignKey("books.id", ondelete="CASCADE")
+    metadata = tables.METADATA
 
 
 class BookRow(Base):
     """One book file, identified by the SHA-256 of its bytes."""
 
-    __tablename__ = "books"
+    __table__ = tables.book_table
 
-    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
-    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    id: Mapped[int]
+    sha256: Mapped[str]
     title: Mapped[str]
-    format: Mapped[str] = mapped_column(String(16))  # "txt" | "epub"
+    format: Mapped[str]
     file_name: Mapped[str]
     file_size: Mapped[int]
-    encoding: Mapped[str | None] = mapped_column(String(64))
-    lossy: Mapped[bool] = mapped_column(default=False)
-    bad_bytes: Mapped[int] = mapped_column(default=0)
+    encoding: Mapped[str | None]
+    lossy: Mapped[bool]
+    bad_bytes: Mapped[int]
     first_bad_byte: Mapped[int | None]
-    creators: Mapped[list[str]] = mapped_column(JSON)
-    language: Mapped[str | None] = mapped_column(String(64))
-    identifiers: Mapped[list[str]] = mapped_column(JSON)
-    warnings: Mapped[list[str]] = mapped_column(JSON)
-    section_count: Mapped[int] = mapped_column(Integer)
-    toc_count: Mapped[int] = mapped_column(Integer)  # all TOC entries, nested ones included
+    creators: Mapped[list[str]]
+    language: Mapped[str | None]
+    identifiers: Mapped[list[str]]
+    warnings: Mapped[list[str]]
+    section_count: Mapped[int]
+    toc_count: Mapped[int]
     imported_at: Mapped[datetime]
 
 
 class BookFileRow(Base):
     """The original file: its bytes, or (when not copied) where it was."""
 
-    __tablename__ = "book_files"
-    __table_args__ = (CheckConstraint("data IS NOT NULL OR path IS NOT NULL", name="data_or_path"),)
+    __table__ = tables.book_file_table
 
-    book_id: Mapped[int] = mapped_column(RowId, _book_fk(), primary_key=True)
-    data: Mapped[bytes | None] = mapped_column(LargeBinary)
+    book_id: Mapped[int]
+    data: Mapped[bytes | None]
     path: Mapped[str | None]
     size: Mapped[int]
 
@@ -181,87 +140,74 @@ class BookFileRow(Base):
 class SectionRow(Base):
     """One spine document (EPUB) or chapter (plain text): source-level facts only."""
 
-    __tablename__ = "sections"
-    __table_args__ = (UniqueConstraint("book_id", "ordinal"),)
+    __table__ = tables.section_table
 
-    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
-    book_id: Mapped[int] = mapped_column(RowId, _book_fk())
-    ordinal: Mapped[int] = mapped_column(Integer)  # spine position / chapter number
+    id: Mapped[int]
+    book_id: Mapped[int]
+    ordinal: Mapped[int]
     title: Mapped[str]
     href: Mapped[str | None]
-    media_type: Mapped[str] = mapped_column(String(128))
-    parser: Mapped[str] = mapped_column(String(16))
-    linear: Mapped[bool] = mapped_column(default=True)
-    source_start: Mapped[int]  # book source coordinates (0 for EPUB)
-    utf16_start: Mapped[int]  # the same place in UTF-16 units
+    media_type: Mapped[str]
+    parser: Mapped[str]
+    linear: Mapped[bool]
+    source_start: Mapped[int]
+    utf16_start: Mapped[int]
     source_length: Mapped[int]
     source_text: Mapped[str]
-    cfi_table: Mapped[str | None]  # EPUB: CfiDocument.to_json(include_text=False)
+    cfi_table: Mapped[str | None]
 
 
 class TocEntryRow(Base):
     """A table-of-contents entry; ``position`` is its place in a depth-first walk."""
 
-    __tablename__ = "toc_entries"
-    __table_args__ = (UniqueConstraint("book_id", "position"),)
+    __table__ = tables.toc_entry_table
 
-    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
-    book_id: Mapped[int] = mapped_column(RowId, _book_fk())
-    parent_id: Mapped[int | None] = mapped_column(
-        RowId, ForeignKey("toc_entries.id", ondelete="CASCADE"), index=True
-    )
-    position: Mapped[int] = mapped_column(Integer)
-    depth: Mapped[int] = mapped_column(Integer)
+    id: Mapped[int]
+    book_id: Mapped[int]
+    parent_id: Mapped[int | None]
+    position: Mapped[int]
+    depth: Mapped[int]
     title: Mapped[str]
     href: Mapped[str]
-    section_ordinal: Mapped[int | None] = mapped_column(Integer)
-    source_offset: Mapped[int | None]  # book source coordinates
+    section_ordinal: Mapped[int | None]
+    source_offset: Mapped[int | None]
 
 
 class NormalizationRow(Base):
     """A book normalized under one profile (the profile's own fingerprint)."""
 
-    __tablename__ = "normalizations"
-    __table_args__ = (UniqueConstraint("book_id", "profile_fingerprint"),)
+    __table__ = tables.normalization_table
 
-    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
-    book_id: Mapped[int] = mapped_column(RowId, _book_fk())
-    profile: Mapped[dict[str, Any]] = mapped_column(JSON)
-    profile_fingerprint: Mapped[str] = mapped_column(String(64))
+    id: Mapped[int]
+    book_id: Mapped[int]
+    profile: Mapped[dict[str, Any]]
+    profile_fingerprint: Mapped[str]
 
 
 class SectionTextRow(Base):
     """A section's normalized text and offset map under one normalization."""
 
-    __tablename__ = "section_texts"
-    __table_args__ = (UniqueConstraint("normalization_id", "section_id"),)
+    __table__ = tables.section_text_table
 
-    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
-    normalization_id: Mapped[int] = mapped_column(
-        RowId, ForeignKey("normalizations.id", ondelete="CASCADE")
-    )
-    section_id: Mapped[int] = mapped_column(
-        RowId, ForeignKey("sections.id", ondelete="CASCADE"), index=True
-    )
+    id: Mapped[int]
+    normalization_id: Mapped[int]
+    section_id: Mapped[int]
     normalized_text: Mapped[str]
-    offset_map: Mapped[bytes] = mapped_column(LargeBinary)  # OffsetMap.to_bytes()
-    edit_count: Mapped[int] = mapped_column(Integer)
-    block_count: Mapped[int] = mapped_column(Integer)
+    offset_map: Mapped[bytes]
+    edit_count: Mapped[int]
+    block_count: Mapped[int]
 
 
 class BlockRow(Base):
     """A render block (paragraph, heading, ...) of a section under one normalization."""
 
-    __tablename__ = "blocks"
-    __table_args__ = (UniqueConstraint("section_text_id", "index"),)
+    __table__ = tables.block_table
 
-    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
-    section_text_id: Mapped[int] = mapped_column(
-        RowId, ForeignKey("section_texts.id", ondelete="CASCADE")
-    )
-    index: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(16))
-    level: Mapped[int | None] = mapped_column(Integer)
+    id: Mapped[int]
+    section_text_id: Mapped[int]
+    index: Mapped[int]
+    kind: Mapped[str]
+    level: Mapped[int | None]
     start: Mapped[int]
     end: Mapped[int]
     source_start: Mapped[int]
@@ -271,18 +217,15 @@ class BlockRow(Base):
 class DerivationRow(Base):
     """Everything derived from a book under one settings fingerprint."""
 
-    __tablename__ = "derivations"
-    __table_args__ = (UniqueConstraint("book_id", "fingerprint"),)
+    __table__ = tables.derivation_table
 
-    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
-    book_id: Mapped[int] = mapped_column(RowId, _book_fk())
-    normalization_id: Mapped[int] = mapped_column(
-        RowId, ForeignKey("normalizations.id", ondelete="CASCADE"), index=True
-    )
-    settings: Mapped[dict[str, Any]] = mapped_column(JSON)
-    fingerprint: Mapped[str] = mapped_column(String(64))
-    is_current: Mapped[bool] = mapped_column(default=False)
-    chunk_count: Mapped[int] = mapped_column(Integer)
+    id: Mapped[int]
+    book_id: Mapped[int]
+    normalization_id: Mapped[int]
+    settings: Mapped[dict[str, Any]]
+    fingerprint: Mapped[str]
+    is_current: Mapped[bool]
+    chunk_count: Mapped[int]
     created_at: Mapped[datetime]
 
 
@@ -290,28 +233,20 @@ class ChunkRow(Base):
     """A chunk. ``id`` is the integer row id (vector indexes key on it);
     ``chunk_id`` the stable id, a function of (book, section, settings, span)."""
 
-    __tablename__ = "chunks"
-    __table_args__ = (
-        UniqueConstraint("derivation_id", "chunk_id"),
-        Index(None, "derivation_id", "section_id", "index", unique=True),
-    )
+    __table__ = tables.chunk_table
 
-    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
-    chunk_id: Mapped[str] = mapped_column(String(64))
-    derivation_id: Mapped[int] = mapped_column(
-        RowId, ForeignKey("derivations.id", ondelete="CASCADE")
-    )
-    section_id: Mapped[int] = mapped_column(
-        RowId, ForeignKey("sections.id", ondelete="CASCADE"), index=True
-    )
-    index: Mapped[int] = mapped_column(Integer)
+    id: Mapped[int]
+    chunk_id: Mapped[str]
+    derivation_id: Mapped[int]
+    section_id: Mapped[int]
+    index: Mapped[int]
     start: Mapped[int]
     end: Mapped[int]
     source_start: Mapped[int]
     source_end: Mapped[int]
     utf16_start: Mapped[int]
     utf16_end: Mapped[int]
-    byte_start: Mapped[int | None]  # plain text only
+    byte_start: Mapped[int | None]
     byte_end: Mapped[int | None]
     # The normalized span of the text the chunk is read in (parent-child chunking).
     context_start: Mapped[int | None]
@@ -325,31 +260,27 @@ class EmbeddingRow(Base):
     ``model2vec:/path``); ``version`` grows with every change to its vectors, so a
     search can tell cheaply whether its in-memory vector index is still current."""
 
-    __tablename__ = "embeddings"
+    __table__ = tables.embedding_table
 
-    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
-    fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
+    id: Mapped[int]
+    fingerprint: Mapped[str]
     embedder_id: Mapped[str]
     spec: Mapped[str]
-    dim: Mapped[int] = mapped_column(Integer)
-    context_header: Mapped[bool] = mapped_column(default=False)
-    is_current: Mapped[bool] = mapped_column(default=False)
-    version: Mapped[int] = mapped_column(default=0)
+    dim: Mapped[int]
+    context_header: Mapped[bool]
+    is_current: Mapped[bool]
+    version: Mapped[int]
     created_at: Mapped[datetime]
 
 
 class ChunkVectorRow(Base):
     """A chunk's vector in one embedding: ``dim`` float32, little-endian."""
 
-    __tablename__ = "chunk_vectors"
+    __table__ = tables.chunk_vector_table
 
-    chunk_id: Mapped[int] = mapped_column(
-        RowId, ForeignKey("chunks.id", ondelete="CASCADE"), primary_key=True
-    )
-    embedding_id: Mapped[int] = mapped_column(
-        RowId, ForeignKey("embeddings.id", ondelete="CASCADE"), primary_key=True, index=True
-    )
-    vector: Mapped[bytes] = mapped_column(LargeBinary)
+    chunk_id: Mapped[int]
+    embedding_id: Mapped[int]
+    vector: Mapped[bytes]
 
 
 class HighlightRow(Base):
@@ -362,32 +293,28 @@ class HighlightRow(Base):
     last placed in. ``uid`` (32 hex digits) is the public id (``urn:uuid:…``).
     """
 
-    __tablename__ = "highlights"
-    __table_args__ = (
-        Index(None, "book_sha256", "section"),
-        Index(None, "reader_id", "book_sha256"),
-    )
+    __table__ = tables.highlight_table
 
-    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
-    uid: Mapped[str] = mapped_column(String(32), unique=True)
-    reader_id: Mapped[str] = mapped_column(String(32), server_default=LOCAL_READER)
-    book_sha256: Mapped[str] = mapped_column(String(64))
-    edition_sha256: Mapped[str] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(16))  # "anchored" | "orphaned"
-    section: Mapped[int] = mapped_column(Integer)  # ordinal in the edition
-    href: Mapped[str | None]  # EPUB content document (None: plain text)
-    target: Mapped[str]  # the annotation's target.source: href, or the file name
-    source_start: Mapped[int]  # book source coordinates of the edition
+    id: Mapped[int]
+    uid: Mapped[str]
+    reader_id: Mapped[str]
+    book_sha256: Mapped[str]
+    edition_sha256: Mapped[str]
+    status: Mapped[str]
+    section: Mapped[int]
+    href: Mapped[str | None]
+    target: Mapped[str]
+    source_start: Mapped[int]
     source_end: Mapped[int]
     utf16_start: Mapped[int]
     utf16_end: Mapped[int]
     exact: Mapped[str]
-    prefix: Mapped[str]  # 32 code points before (clipped at the section)
-    suffix: Mapped[str]  # 32 code points after
-    cfi: Mapped[str | None]  # EPUB: the specification's range CFI
+    prefix: Mapped[str]
+    suffix: Mapped[str]
+    cfi: Mapped[str | None]
     note: Mapped[str | None]
-    color: Mapped[str] = mapped_column(String(32))
-    reanchored: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the last re-anchoring
+    color: Mapped[str]
+    reanchored: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 
@@ -396,11 +323,9 @@ class ChunkTermsRow(Base):
     """A chunk's analysed terms (:mod:`mindory.search.words`), space separated: what the
     word index ranks by BM25 (SQLite: the FTS5 table ``chunk_terms_fts``)."""
 
-    __tablename__ = "chunk_terms"
+    __table__ = tables.chunk_terms_table
 
-    chunk_id: Mapped[int] = mapped_column(
-        RowId, ForeignKey("chunks.id", ondelete="CASCADE"), primary_key=True
-    )
+    chunk_id: Mapped[int]
     terms: Mapped[str]
 
 
@@ -408,9 +333,9 @@ class LibraryFactRow(Base):
     """What the library knows about itself, by key (``word_analysis``: the analysis
     fingerprint of its word index)."""
 
-    __tablename__ = "library_facts"
+    __table__ = tables.library_fact_table
 
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str]
     value: Mapped[str]
 
 
@@ -418,11 +343,11 @@ class ReaderRow(Base):
     """A reader of the library: ``id`` is derived from the name (not insertion order),
     ``token_hash`` the SHA-256 (hex) of the token, which is never stored."""
 
-    __tablename__ = "readers"
+    __table__ = tables.reader_table
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    name: Mapped[str] = mapped_column(String(64), unique=True)
-    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    id: Mapped[str]
+    name: Mapped[str]
+    token_hash: Mapped[str]
     created_at: Mapped[datetime]
 
 
@@ -432,11 +357,11 @@ class _PlaceColumns:
     coordinates); ``source_start``/``source_end`` the quoted text next to it (what
     re-anchoring looks for); ``locator`` the full resolved Locator's JSON."""
 
-    reader_id: Mapped[str] = mapped_column(String(32))
-    book_sha256: Mapped[str] = mapped_column(String(64))
-    edition_sha256: Mapped[str] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(16))  # "anchored" | "orphaned"
-    section: Mapped[int] = mapped_column(Integer)
+    reader_id: Mapped[str]
+    book_sha256: Mapped[str]
+    edition_sha256: Mapped[str]
+    status: Mapped[str]
+    section: Mapped[int]
     href: Mapped[str | None]
     point: Mapped[int]
     source_start: Mapped[int]
@@ -444,19 +369,18 @@ class _PlaceColumns:
     exact: Mapped[str]
     prefix: Mapped[str]
     suffix: Mapped[str]
-    locator: Mapped[dict[str, Any]] = mapped_column(JSON)
-    reanchored: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    locator: Mapped[dict[str, Any]]
+    reanchored: Mapped[dict[str, Any] | None]
 
 
 class PositionRow(_PlaceColumns, Base):
     """A reading position as one device sent it (``modified``: the client's time)."""
 
-    __tablename__ = "positions"
-    __table_args__ = (Index(None, "reader_id", "book_sha256", "modified"),)
+    __table__ = tables.position_table
 
-    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
-    uid: Mapped[str] = mapped_column(String(32), unique=True)
-    device: Mapped[str] = mapped_column(String(128))
+    id: Mapped[int]
+    uid: Mapped[str]
+    device: Mapped[str]
     modified: Mapped[datetime]
     received_at: Mapped[datetime]
 
@@ -464,11 +388,10 @@ class PositionRow(_PlaceColumns, Base):
 class BookmarkRow(_PlaceColumns, Base):
     """A bookmark: ``uid`` is derived from (reader, book, place), not insertion order."""
 
-    __tablename__ = "bookmarks"
-    __table_args__ = (Index(None, "reader_id", "book_sha256"),)
+    __table__ = tables.bookmark_table
 
-    id: Mapped[int] = mapped_column(RowId, primary_key=True, autoincrement=True)
-    uid: Mapped[str] = mapped_column(String(32), unique=True)
+    id: Mapped[int]
+    uid: Mapped[str]
     title: Mapped[str | None]
     created_at: Mapped[datetime]
 
@@ -479,23 +402,22 @@ class JobRow(Base):
     ``lease_expires_at`` say who runs it and until when (renewed while it runs): a job
     ``running`` with an expired lease is claimed again, until ``max_attempts``."""
 
-    __tablename__ = "jobs"
-    __table_args__ = (Index(None, "state", "created_at"),)
+    __table__ = tables.job_table
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16))  # "upload" | "folder"
-    state: Mapped[str] = mapped_column(String(16))  # queued | running | succeeded | failed
+    id: Mapped[str]
+    kind: Mapped[str]
+    state: Mapped[str]
     file_name: Mapped[str]
-    request: Mapped[dict[str, Any]] = mapped_column(JSON)
-    phase: Mapped[str | None] = mapped_column(String(32))
+    request: Mapped[dict[str, Any]]
+    phase: Mapped[str | None]
     done: Mapped[int]
     total: Mapped[int]
-    progress: Mapped[float] = mapped_column(Float)
-    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    attempts: Mapped[int] = mapped_column(Integer)
-    max_attempts: Mapped[int] = mapped_column(Integer)
-    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    progress: Mapped[float]
+    result: Mapped[dict[str, Any] | None]
+    error: Mapped[dict[str, Any] | None]
+    attempts: Mapped[int]
+    max_attempts: Mapped[int]
+    lease_owner: Mapped[str | None]
     lease_expires_at: Mapped[datetime | None]
     version: Mapped[int]
     created_at: Mapped[datetime]

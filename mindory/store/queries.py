@@ -24,7 +24,7 @@ from mindory.store.models import (
     SectionRow,
     SectionTextRow,
 )
-from mindory.store.records import BookInfo, ChunkInfo, DerivationInfo, EmbeddingInfo, iso
+from mindory.store.records import ChunkInfo, EmbeddingInfo, iso
 
 _HEX = frozenset("0123456789abcdef")
 
@@ -149,50 +149,6 @@ def chunk_infos(
             ChunkInfo(cid, o, i, st, en, ss, se, us, ue, text, bs, be, cfi, cfi_ej, rid, cs, ce)
         )
     return out
-
-
-def derivations_by_book(s: Session, ids: list[int]) -> dict[int, tuple[DerivationInfo, ...]]:
-    out: dict[int, list[DerivationInfo]] = {}
-    if not ids:
-        return {}
-    for d in s.execute(
-        select(DerivationRow)
-        .where(DerivationRow.book_id.in_(ids))
-        .order_by(DerivationRow.book_id, DerivationRow.created_at, DerivationRow.id)
-    ).scalars():
-        out.setdefault(d.book_id, []).append(
-            DerivationInfo(
-                fingerprint=d.fingerprint,
-                settings=d.settings,
-                current=d.is_current,
-                chunk_count=d.chunk_count,
-                created_at=iso(d.created_at),
-            )
-        )
-    return {k: tuple(v) for k, v in out.items()}
-
-
-def book_info(row: BookRow, by_path: bool, derivations: tuple[DerivationInfo, ...]) -> BookInfo:
-    return BookInfo(
-        id=row.sha256,
-        title=row.title,
-        format=row.format,
-        file_name=row.file_name,
-        file_size=row.file_size,
-        encoding=row.encoding,
-        lossy=row.lossy,
-        bad_bytes=row.bad_bytes,
-        first_bad_byte=row.first_bad_byte,
-        creators=tuple(row.creators),
-        language=row.language,
-        identifiers=tuple(row.identifiers),
-        warnings=tuple(row.warnings),
-        section_count=row.section_count,
-        toc_count=row.toc_count,
-        stored="path" if by_path else "copy",
-        imported_at=iso(row.imported_at),
-        derivations=derivations,
-    )
 
 
 def find_chunk(s: Session, row: BookRow, chunk: str) -> tuple[ChunkRow, int]:
