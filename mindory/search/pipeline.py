@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from time import perf_counter
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine
@@ -20,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from mindory.errors import MindoryError
 from mindory.reading.locate import DEFAULT_PAGE_SIZE
-from mindory.search.analysis import analyze
+from mindory.search.analysis import QueryTerms, analyze
 from mindory.search.embedders import Embedder
 from mindory.search.fusion import CANDIDATES, Fused, fuse, rrf, weights_for
 from mindory.search.hits import AlsoIn, SearchResult, build_hits
@@ -29,11 +30,11 @@ from mindory.search.minilm import CJK_LIMIT, cjk_share
 from mindory.search.phrases import is_keyword_list, with_phrase_bonus, words_of
 from mindory.search.structure import Candidate, arrange
 from mindory.search.vectors import VectorStore
-from mindory.search.words import has_kana, language_of, query_terms
+from mindory.search.words import has_kana, query_terms
 from mindory.store import text_index
 from mindory.store.fts import Filters
 from mindory.store.places import PlaceCache
-from mindory.store.queries import candidate_rows, scope_languages, search_filters
+from mindory.store.queries import candidate_rows, search_filters
 from mindory.store.vectors import (
     EmbeddingState,
     chunk_ids_in,
@@ -69,6 +70,7 @@ class SearchServices:
     read_book: Callable[[str], bytes]  # a book file's bytes by SHA-256 (byte offsets)
     has_fts: Callable[[Connection], bool]
     words_missing: Callable[[Connection], int]  # current chunks without word index terms
+    book_languages: Callable[[Connection], Mapping[int, str]]  # analysis language by book
 
 
 def search(
@@ -116,9 +118,15 @@ def search(
         if book is not None:
             with Session(bind=conn) as s:
                 book_sha, filters = search_filters(s, book, section)
-        languages = sorted(
-            {language_of(tag, text) for tag, text in scope_languages(conn, filters.book_id)}
-        ) or ["en"]
+        by_book = sv.book_languages(conn)
+        in_scope = (
+            by_book.values()
+            if filters.book_id is None
+            else [by_book[filters.book_id]]
+            if filters.book_id in by_book
+            else []
+        )
+        languages = sorted(set(in_scope)) or ["en"]
         query_language = _query_language(query, languages)
         vector_part: Future[list[tuple[int, float]]] | None = None
         if "vector" in uses:
@@ -145,6 +153,16 @@ def search(
                 keyword_list=is_keyword_list(query),
             )
         words_complete = False
+        phrase_index = (
+            "lexical" in uses
+            and not terms.empty
+            and text_index.has_phrase_index(conn, sv.has_fts(conn))
+        )
+        quote_part: Future[list[int]] | None = None
+        if phrase_index:
+            # Verbatim quotes are always looked for (a phrase of the trigram index, ~4 ms
+            # at 100k chunks): on a worker thread too, beside the word index.
+            quote_part = sv.pool().submit(_quotes_own_connection, sv, terms, filters)
         try:
             if "words" in uses and not terms.empty:
                 t = perf_counter()
@@ -155,10 +173,10 @@ def search(
                 timings["words"] = 1000 * (perf_counter() - t)
             if "lexical" in uses and not terms.empty:
                 t = perf_counter()
-                if text_index.has_phrase_index(conn, sv.has_fts(conn)):
+                if phrase_index:
                     # A trigram list fusion gives no weight is not asked for (English
                     # and Japanese: ~20 ms at 100k chunks), unless the word index
-                    # cannot stand in for it; its verbatim quotes are always looked for.
+                    # cannot stand in for it.
                     if (
                         not words_complete
                         or not lists.get("words")  # stop words only: the trigrams find them
@@ -169,14 +187,16 @@ def search(
                         # PostgreSQL)
                         lexical = lexical_search if sv.has_fts(conn) else scan
                         lists["lexical"] = lexical(conn, terms, limit=n, filters=filters)
-                    quotes = quote_holders(conn, terms, filters=filters)
+                    if quote_part is not None:
+                        quotes = quote_part.result()
                 else:
                     lists["lexical"] = scan(conn, terms, limit=n, filters=filters)
                 timings["lexical"] = 1000 * (perf_counter() - t)
         except BaseException:
-            if vector_part is not None:
-                vector_part.cancel()
-                concurrent.futures.wait([vector_part])
+            parts: list[Future[Any]] = [p for p in (vector_part, quote_part) if p is not None]
+            for part in parts:
+                part.cancel()
+            concurrent.futures.wait(parts)
             raise
         if vector_part is not None:
             lists["vector"] = vector_part.result()
@@ -292,6 +312,12 @@ def _arrange(
     }
     apparatus = {i: c.apparatus for i, c in candidates.items()}
     return top, also, apparatus
+
+
+def _quotes_own_connection(sv: SearchServices, terms: QueryTerms, filters: Filters) -> list[int]:
+    # The caller holds a connection of the main pool: take this one from the other.
+    with sv.aux_engine().connect() as conn:
+        return quote_holders(conn, terms, filters=filters)
 
 
 def _vector_search_own_connection(

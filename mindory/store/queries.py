@@ -273,14 +273,12 @@ def candidate_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
     return {int(r[0]): r for r in conn.execute(_CANDIDATES_STMT, {"ids": list(ids)})}
 
 
-def scope_languages(conn: Connection, book_id: int | None = None) -> list[tuple[str | None, str]]:
-    """``(language tag, first section's text start)`` of every book (or of one), what
-    a query's analysis languages are chosen from."""
+def book_language_rows(conn: Connection) -> list[tuple[int, str | None, str]]:
+    """``(book row id, language tag, first section's text start)`` of every book: what
+    each book's analysis language is chosen from."""
     q = (
-        select(BookRow.language, func.substr(SectionRow.source_text, 1, 2000))
+        select(BookRow.id, BookRow.language, func.substr(SectionRow.source_text, 1, 2000))
         .join(SectionRow, (SectionRow.book_id == BookRow.id) & (SectionRow.ordinal == 0))
         .order_by(BookRow.id)
     )
-    if book_id is not None:
-        q = q.where(BookRow.id == book_id)
-    return [(r[0], str(r[1] or "")) for r in conn.execute(q)]
+    return [(int(r[0]), r[1], str(r[2] or "")) for r in conn.execute(q)]

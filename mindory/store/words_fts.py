@@ -100,12 +100,14 @@ def _doc_counts(conn: Connection, tokens: Sequence[str]) -> dict[str, int]:
         f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_VOCAB} "
         f"USING fts5vocab(main, '{TERMS_FTS_TABLE}', 'row')"
     )
-    counts: dict[str, int] = {}
-    for token in dict.fromkeys(tokens):
-        row = conn.exec_driver_sql(
-            f"SELECT doc FROM temp.{_VOCAB} WHERE term = ?", (token,)
-        ).first()
-        counts[token] = int(row[0]) if row is not None else 0
+    wanted = list(dict.fromkeys(tokens))
+    counts = dict.fromkeys(wanted, 0)
+    if wanted:  # one statement: fts5vocab looks each term up (an IN list of equalities)
+        marks = ", ".join("?" * len(wanted))
+        for term, doc in conn.exec_driver_sql(
+            f"SELECT term, doc FROM temp.{_VOCAB} WHERE term IN ({marks})", tuple(wanted)
+        ):
+            counts[str(term)] = int(doc)
     return counts
 
 

@@ -145,6 +145,25 @@ def test_fts_follows_import_rederive_and_delete(fresh: Library) -> None:
     assert _fts_ids(fresh, "april") == _fts_ids(fresh, "thames") == set()
 
 
+def test_query_languages_follow_the_books_in_the_library(fresh: Library) -> None:
+    """Each search reads the books' analysis languages from a cache that is read again
+    whenever the set of current derivations changes (an import, a delete)."""
+
+    def languages() -> dict[int, str]:
+        with fresh.engine.connect() as conn:
+            return fresh.state.book_languages(conn)
+
+    assert languages() == {}
+    fresh.import_book(NEWS)
+    first = languages()
+    assert sorted(first.values()) == ["en"] and languages() is first  # cached
+    fresh.import_book(QIAOSHI)
+    assert sorted(languages().values()) == ["en", "zh"]
+    assert fresh.search("周延儒", k=3, mode="lexical").hits  # analysed as Chinese
+    fresh.delete_book("news")
+    assert sorted(languages().values()) == ["zh"]
+
+
 def test_migration_backfills_the_fts_index(tmp_path: Path) -> None:
     db = tmp_path / "lib.sqlite"
     with Library.open(db) as lib:
