@@ -21,15 +21,15 @@ from mindory.errors import MindoryError
 from mindory.search.vector_index import Manifest, VectorIndex, manifest_path
 from mindory.store.vectors import EmbeddingState, index_token, indexed_ids, stored_vectors
 
-# Above this many vectors the index is HNSW instead of an exact flat scan. At 114k
-# chunks (bench_search.py, 2 cores) flat answered in 11.5 ms p50 and HNSW32 in 4.6 ms
+# Above this many vectors the index is IVF instead of an exact flat scan. At 114k
+# chunks (bench_search.py, 2 cores) flat answered in 7-15 ms p50 and HNSW32 in 4.6 ms
 # but found only 0.93 of the exact top 10 (0.95 asked); the vector half runs on its own
 # thread beside the word index, so the exact scan costs a hybrid query little: flat up
-# to 200k (vector_index.HNSW_THRESHOLD), HNSW above.
-INDEX_HNSW_THRESHOLD = 200_000
+# to 200k (vector_index.FLAT_MAX), IVF above (0.991 at 1M in 18.5 ms).
+INDEX_FLAT_MAX = 200_000
 
 
-# HNSW beam width. On 114k real chunk embeddings (bench_search.py) efSearch 512 found
+# HNSW beam width (an index made with kind="hnsw"). On 114k real chunk embeddings (bench_search.py) efSearch 512 found
 # 0.96 of the exact top 10 for span-like queries and 0.78 for short questions (whose
 # scores tie a lot); 1024: 0.98 and 0.89 at ~5 ms a query; 2048: 0.99 / 0.95 at ~10 ms.
 INDEX_EF_SEARCH = 1024
@@ -139,7 +139,7 @@ class VectorStore:
     def __init__(self, path: Path | None, **options: Any) -> None:
         self.path = path
         self.options: dict[str, Any] = {
-            "hnsw_threshold": INDEX_HNSW_THRESHOLD,
+            "flat_max": INDEX_FLAT_MAX,
             "ef_search": INDEX_EF_SEARCH,
             **options,
         }
