@@ -1,7 +1,8 @@
 """Load test of the HTTP API on 127.0.0.1 (a benchmark, not a test).
 
 Starts ``python -m mindory.server.serve`` (one uvicorn process) on a fresh library holding the
-three sample books (imported and embedded), then runs CLIENTS concurrent clients (httpx,
+three sample books (imported and embedded: ``--embedder``, hashed by default, so that the
+running import is an import and not a second CPU-bound embedding job), then runs CLIENTS concurrent clients (httpx,
 async, one connection each) for SECONDS seconds, each looping over a random mix of
 searches (``GET /search``, hybrid, words drawn from the books' own text, English and
 Chinese), locates (``GET /books/{id}/locate`` by CFI, by section + offset in code points
@@ -175,8 +176,8 @@ def _request(book: dict[str, Any], rng: random.Random) -> tuple[str, str, dict[s
             return "locate", url, {"chunk": rng.choice(book["chunks"])}
         if how < 0.75:
             n, u16 = rng.choice(book["u16"])
-            return "locate", url, {"section": n, "offset": u16, "unit": "utf16"}
-        return "locate", url, {"section": ordinal, "offset": rng.randint(0, length)}
+            return "locate", url, {"section": n, "section_offset": u16, "unit": "utf16"}
+        return "locate", url, {"section": ordinal, "section_offset": rng.randint(0, length)}
     return (
         "blocks",
         f"/books/{book['id']}/sections/{ordinal}/blocks",
@@ -241,6 +242,45 @@ async def _importer(
 
 
 MAX_IMPORTS = 200  # a bound on the import loop
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_table() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, command name, CPU seconds used) of every process (Linux /proc)."""
+    table: dict[int, tuple[int, str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = raw[raw.index("(") + 1 : raw.rindex(")")]
+        fields = raw[raw.rindex(")") + 2 :].split()
+        # fields[1] is ppid; utime, stime are the 12th and 13th after the name
+        table[int(entry.name)] = (int(fields[1]), name, (int(fields[11]) + int(fields[12])) / TICK)
+    return table
+
+
+def _cpu_by_part(server_pid: int, workers: int) -> dict[str, float]:
+    """CPU seconds so far: the server's processes (uvicorn, and its worker processes when
+    there are several), the import jobs' child processes below them, PostgreSQL's
+    processes, and this load generator."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _name, _cpu) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out = {"server": 0.0, "imports": 0.0, "postgresql": 0.0}
+    server_depth = 1 if workers > 1 else 0
+    todo = [(server_pid, 0)] if server_pid in table else []
+    while todo:
+        pid, depth = todo.pop()
+        out["server" if depth <= server_depth else "imports"] += table[pid][2]
+        todo.extend((child, depth + 1) for child in children.get(pid, []))
+    out["postgresql"] = sum(cpu for _p, name, cpu in table.values() if name == "postgres")
+    t = os.times()
+    out["load generator"] = t.user + t.system
+    return out
 
 
 def _import_files(tmp: Path) -> Iterator[Path]:
@@ -265,7 +305,9 @@ def _import_files(tmp: Path) -> Iterator[Path]:
             yield copy
 
 
-async def _run(args: argparse.Namespace, base: str, tmp: Path) -> dict[str, Any]:
+async def _run(
+    args: argparse.Namespace, base: str, tmp: Path, server_pid: int, workers: int
+) -> dict[str, Any]:
     books = await _targets(base)
     stats = Stats()
     imports: list[dict[str, Any]] = []
@@ -277,8 +319,11 @@ async def _run(args: argparse.Namespace, base: str, tmp: Path) -> dict[str, Any]
     ]
     files: Iterable[Path] = [] if args.no_import else _import_files(tmp)
     importer = asyncio.create_task(_importer(base, files, until, imports, import_errors))
+    cpu_before = _cpu_by_part(server_pid, workers)
     await asyncio.gather(*tasks)
     elapsed = time.monotonic() - start
+    cpu_after = _cpu_by_part(server_pid, workers)
+    cpu = {k: round(cpu_after[k] - cpu_before[k], 2) for k in cpu_before}
     await importer  # let the running import finish (it is reported, not timed)
     all_latencies = [x for v in stats.latencies.values() for x in v]
     ms = 1000.0
@@ -301,6 +346,8 @@ async def _run(args: argparse.Namespace, base: str, tmp: Path) -> dict[str, Any]
         "throughput_rps": round(stats.count / elapsed, 1),
         "overall": summary(all_latencies),
         "by_kind": {k: summary(v) for k, v in sorted(stats.latencies.items())},
+        "cpu_seconds": cpu,
+        "cpu_ms_per_request": {k: round(1000 * v / max(stats.count, 1), 2) for k, v in cpu.items()},
         "errors": len(stats.errors) + len(import_errors),
         "error_samples": (stats.errors + import_errors)[:10],
         "imports": imports,
@@ -329,7 +376,7 @@ def _serve(args: argparse.Namespace, backend: str, workers: int) -> dict[str, An
         with Library.open(db) as lib:
             for name in ("wasteland.epub", "qiaoshi-yanyi.txt", "news-from-nowhere.txt"):
                 lib.import_book(SAMPLES / name)
-            lib.embed()
+            lib.embed(args.embedder)
         proc = subprocess.Popen(
             [sys.executable, "-m", "mindory.server.serve", "--db", db, "--port", str(port),
              "--log-level", "warning", "--import-isolation", args.import_isolation,
@@ -338,7 +385,19 @@ def _serve(args: argparse.Namespace, backend: str, workers: int) -> dict[str, An
             env={k: v for k, v in os.environ.items() if k != "MINDORY_TOKEN"},
         )  # fmt: skip
         asyncio.run(_wait_ready(base, proc))
-        result = asyncio.run(_run(args, base, tmp))
+        spy = None
+        if args.profile:
+            # Samples every thread of the server and its children (route handlers run
+            # in a thread pool, where cProfile does not look), 100 times a second.
+            spy = subprocess.Popen(
+                [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(proc.pid),
+                 "--subprocesses", "--rate", "100", "--duration", str(int(args.seconds) + 5),
+                 "--format", "raw", "--output", str(args.profile), "--nonblocking"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        result = asyncio.run(_run(args, base, tmp, proc.pid, workers))
+        if spy is not None:
+            spy.wait(60)
     finally:
         if proc is not None:
             proc.terminate()
@@ -361,6 +420,12 @@ def _print(result: dict[str, Any]) -> None:
         f"{result['throughput_rps']} req/s, p50 {result['overall']['p50_ms']} ms, "
         f"p99 {result['overall']['p99_ms']} ms, errors {result['errors']}"
     )
+    per = result["cpu_ms_per_request"]
+    print(
+        "  CPU ms per request: "
+        + ", ".join(f"{k} {v}" for k, v in per.items())
+        + f" (of {result['seconds']} s x {os.cpu_count()} cores)"
+    )
     for kind, s in result["by_kind"].items():
         print(
             f"  {kind:8} {s['requests']:6} requests  p50 {s['p50_ms']:7.1f} ms  "
@@ -374,6 +439,53 @@ def _print(result: dict[str, Any]) -> None:
         print(f"  error: {line}")
 
 
+def _print_profile(path: Path) -> None:
+    """Where the server's CPU went (py-spy's samples): per request kind, per package of the
+    frame that was running, and per mindory function that was (deepest mindory frame)."""
+    kinds: dict[str, int] = {}
+    packages: dict[str, int] = {}
+    stages: dict[str, int] = {}
+    total = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        frames = stack.split(";")
+        kind = next(
+            (f.split("<locals>.")[1].split(" ")[0] for f in frames if "server/routes/" in f), None
+        )
+        kinds[kind or "(outside a route: event loop, HTTP, jobs)"] = (
+            kinds.get(kind or "(outside a route: event loop, HTTP, jobs)", 0) + count
+        )
+        leaf = frames[-1]
+        where = leaf[leaf.rfind("(") + 1 : leaf.rfind(":")] if "(" in leaf else leaf
+        if where.startswith("mindory/"):
+            package = "/".join(where.split("/")[:2])
+        elif "/" in where:
+            package = where.split("/")[0]
+        else:
+            package = "python stdlib"
+        packages[package] = packages.get(package, 0) + count
+        own = [f for f in frames if "(mindory/" in f and "server/" not in f]
+        if own:
+            frame = own[-1]
+            name = frame.split(" (")[0]
+            module = frame[frame.find("(") + 1 : frame.rfind(":")]
+            stages[f"{module}:{name}"] = stages.get(f"{module}:{name}", 0) + count
+
+    def show(title: str, counts: dict[str, int], n: int) -> None:
+        print(f"\n{title}")
+        for key, count in sorted(counts.items(), key=lambda kv: -kv[1])[:n]:
+            print(f"  {100 * count / max(total, 1):5.1f} %  {key}")
+
+    print(f"\nserver profile: {total:,} samples at 100 Hz ({path})")
+    show("by request kind:", kinds, 10)
+    show("by package of the running frame:", packages, 15)
+    show("by the mindory function running (itself or what it called):", stages, 20)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
@@ -385,6 +497,16 @@ def main() -> int:
         help="Where the server runs imports (mindory serve --import-isolation).",
     )  # fmt: skip
     parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument(
+        "--profile", type=Path,
+        help="Sample the server with py-spy (bench extra), write the stacks here and print "
+        "where its CPU went.",
+    )  # fmt: skip
+    parser.add_argument(
+        "--embedder", default="hashed",
+        help="The library's embedder (imports embed with it too). Default hashed: the mix "
+        "measures serving; MiniLM makes each running import a second CPU-bound job.",
+    )  # fmt: skip
     parser.add_argument("--workers", type=int, default=1, help="Server processes (PostgreSQL).")
     parser.add_argument(
         "--compare", action="store_true",
@@ -406,14 +528,22 @@ def main() -> int:
         _print(result)
         results.append(result)
     if args.compare:
-        print("\n| backend | workers | req/s | p50 ms | p99 ms | errors | imports done |")
-        print("|---|---|---|---|---|---|---|")
+        print(
+            "\n| backend | workers | req/s | p50 ms | p99 ms | errors | imports done "
+            "| CPU ms/request: server, imports, PostgreSQL, load generator |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
         for r in results:
             done = sum(1 for i in r["imports"] if i["state"] == "succeeded")
+            per = r["cpu_ms_per_request"]
             print(
                 f"| {r['backend']} | {r['workers']} | {r['throughput_rps']} "
-                f"| {r['overall']['p50_ms']} | {r['overall']['p99_ms']} | {r['errors']} | {done} |"
+                f"| {r['overall']['p50_ms']} | {r['overall']['p99_ms']} | {r['errors']} | {done} "
+                f"| {per['server']}, {per['imports']}, {per['postgresql']}, "
+                f"{per['load generator']} |"
             )
+    if args.profile:
+        _print_profile(args.profile)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         out = results if args.compare else results[0]
