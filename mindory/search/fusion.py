@@ -20,7 +20,7 @@ and per language of the query:
   Japanese (0, and such texts have no vector); the hashed n-grams add nothing on reader
   questions (0.1 cost paraphrase MRR 0.005 against lexical alone: 0, so hybrid search
   with hashed vectors is lexical search); a model of the user's own gets 0.5;
-* a list of keywords trusts its vector less (0.2 at most): its words are the book's.
+* a list of keywords does not use its vector (0): its words are the book's.
 
 After fusion, hybrid search adds a bonus for a phrase of the query the chunk holds
 word for word (:mod:`mindory.search.phrases`).
@@ -78,7 +78,7 @@ def weights_for(
     """The fusion weights of a query in ``language`` (``latin``, ``zh`` or ``ja``) with
     ``cjk_chars`` Han / kana characters, whose vectors come from ``embedder_id`` (None:
     no vectors). A ``keyword_list`` (:func:`mindory.search.phrases.is_keyword_list`)
-    trusts its vector less."""
+    does not use its vector (:data:`~mindory.search.phrases.KEYWORD_VECTOR_WEIGHT`)."""
     kind = embedder_id.split("-", 1)[0] if embedder_id else ""
     trigram = TRIGRAM_WEIGHTS.get(language, 0.0)
     if language != "latin" and 0 < cjk_chars <= SHORT_CJK_CHARS:

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine
@@ -110,7 +109,6 @@ def search(
     book_sha: str | None = None
     embedding: EmbeddingState | None = None
     uses = LISTS_OF[mode]
-    quotes: list[int] = []
     languages: list[str] = ["en"]
     query_language = "latin"
     with sv.engine.connect() as conn:
@@ -153,16 +151,6 @@ def search(
                 keyword_list=is_keyword_list(query),
             )
         words_complete = False
-        phrase_index = (
-            "lexical" in uses
-            and not terms.empty
-            and text_index.has_phrase_index(conn, sv.has_fts(conn))
-        )
-        quote_part: Future[list[int]] | None = None
-        if phrase_index:
-            # Verbatim quotes are always looked for (a phrase of the trigram index, ~4 ms
-            # at 100k chunks): on a worker thread too, beside the word index.
-            quote_part = sv.pool().submit(_quotes_own_connection, sv, terms, filters)
         try:
             if "words" in uses and not terms.empty:
                 t = perf_counter()
@@ -173,7 +161,7 @@ def search(
                 timings["words"] = 1000 * (perf_counter() - t)
             if "lexical" in uses and not terms.empty:
                 t = perf_counter()
-                if phrase_index:
+                if text_index.has_phrase_index(conn, sv.has_fts(conn)):
                     # A trigram list fusion gives no weight is not asked for (English
                     # and Japanese: ~20 ms at 100k chunks), unless the word index
                     # cannot stand in for it.
@@ -187,16 +175,13 @@ def search(
                         # PostgreSQL)
                         lexical = lexical_search if sv.has_fts(conn) else scan
                         lists["lexical"] = lexical(conn, terms, limit=n, filters=filters)
-                    if quote_part is not None:
-                        quotes = quote_part.result()
                 else:
                     lists["lexical"] = scan(conn, terms, limit=n, filters=filters)
                 timings["lexical"] = 1000 * (perf_counter() - t)
         except BaseException:
-            parts: list[Future[Any]] = [p for p in (vector_part, quote_part) if p is not None]
-            for part in parts:
-                part.cancel()
-            concurrent.futures.wait(parts)
+            if vector_part is not None:
+                vector_part.cancel()
+                concurrent.futures.wait([vector_part])
             raise
         if vector_part is not None:
             lists["vector"] = vector_part.result()
@@ -222,7 +207,9 @@ def search(
             if lists.get("vector") and vector_weight > 0 and query_language == "latin"
             else []
         )
-        top, also, apparatus = _arrange(conn, fused, k, quotes, phrase_words)
+        top, also, apparatus = _arrange(
+            conn, fused, k, terms if "lexical" in uses else None, phrase_words
+        )
         timings["arrange"] = 1000 * (perf_counter() - t)
         t = perf_counter()
         hits = build_hits(
@@ -287,22 +274,29 @@ def _arrange(
     conn: Connection,
     fused: list[Fused],
     k: int,
-    quotes: Sequence[int] = (),
+    quote_of: QueryTerms | None = None,
     phrase_words: Sequence[str] = (),
 ) -> tuple[list[Fused], dict[int, list[AlsoIn]], dict[int, str | None]]:
-    """The first ``k`` of the fused list with verbatim quotes first, apparatus after the
-    body and duplicates folded (:func:`mindory.search.structure.arrange`); with
-    ``phrase_words``, a phrase of the query held word for word counts first
-    (:mod:`mindory.search.phrases`)."""
+    """The first ``k`` of the fused list with verbatim quotes of ``quote_of`` first,
+    apparatus after the body and duplicates folded (:func:`mindory.search.structure.
+    arrange`); with ``phrase_words``, a phrase of the query held word for word counts
+    first (:mod:`mindory.search.phrases`)."""
     pool = fused[: max(3 * k, CANDIDATES)]
-    by_id = {f.id: f for f in pool}
-    for i in quotes:
-        by_id.setdefault(i, Fused(i, 0.0, {}))
-    rows = candidate_rows(conn, list(by_id))
+    by_id = {f.id: f for f in fused}
+    # Every candidate's text: quotes are looked for among them all (lexical.quote_holders).
+    rows = candidate_rows(conn, list(by_id) if quote_of is not None else [f.id for f in pool])
+    quotes = (
+        quote_holders(quote_of, {i: str(r[2]) for i, r in rows.items()})
+        if quote_of is not None
+        else []
+    )
     if phrase_words:
         texts = [str(rows[f.id][2]) if f.id in rows else None for f in pool]
         pool = [pool[n] for n in with_phrase_bonus([f.score for f in pool], texts, phrase_words)]
-    candidates = {i: Candidate.of(i, r[5], r[2], r[4] or "") for i, r in rows.items()}
+    looked_at = {f.id for f in pool} | set(quotes)
+    candidates = {
+        i: Candidate.of(i, r[5], r[2], r[4] or "") for i, r in rows.items() if i in looked_at
+    }
     order, folded = arrange([f.id for f in pool], candidates, quotes)
     top = [by_id[i] for i in order[:k]]
     also = {
@@ -312,12 +306,6 @@ def _arrange(
     }
     apparatus = {i: c.apparatus for i, c in candidates.items()}
     return top, also, apparatus
-
-
-def _quotes_own_connection(sv: SearchServices, terms: QueryTerms, filters: Filters) -> list[int]:
-    # The caller holds a connection of the main pool: take this one from the other.
-    with sv.aux_engine().connect() as conn:
-        return quote_holders(conn, terms, filters=filters)
 
 
 def _vector_search_own_connection(

@@ -197,19 +197,3 @@ _CURRENT_DERIVATIONS = text("SELECT id FROM derivations WHERE is_current = TRUE 
 def current_derivations(conn: Connection) -> tuple[int, ...]:
     """The ids of the current derivations (what changes when the indexed set may have)."""
     return tuple(int(i) for i in conn.execute(_CURRENT_DERIVATIONS).scalars())
-
-
-def phrase_search(
-    conn: Connection, phrase: str, *, limit: int, filters: Filters | None = None
-) -> list[int]:
-    """Chunk row ids of current derivations whose text holds ``phrase`` verbatim (case
-    folded; the trigram index matches it as a substring), at most ``limit``."""
-    filters = filters or Filters()
-    params: dict[str, Any] = {"q": fts_quote(phrase), "n": limit}
-    where = filters.where(params)
-    sql = (
-        f"SELECT f.rowid FROM {FTS_TABLE} AS f JOIN chunks AS c ON c.id = f.rowid "
-        "JOIN derivations AS d ON d.id = c.derivation_id "
-        f"WHERE {FTS_TABLE} MATCH :q AND {where} ORDER BY f.rowid LIMIT :n"
-    )
-    return [int(i) for i in conn.execute(text(sql), params).scalars()]

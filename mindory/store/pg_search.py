@@ -16,8 +16,7 @@ hyphenated words; the query goes through the same parser (``phraseto_tsquery``),
 finding is consistent, and scoring uses the SQLite tokens.
 
 **Trigrams.** ``lower(text) LIKE '%term%'`` is what the scan of :func:`scan_search`
-already asks; the ``pg_trgm`` index answers it. Quotes (:func:`phrase_search`) are a
-``LIKE`` of the whole phrase, ordered by row id like FTS5's.
+already asks; the ``pg_trgm`` index answers it.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from sqlalchemy.engine import Connection
 from mindory.store.fts import Filters
 from mindory.store.words_fts import BM25_BUDGET, bm25_of, phrase_tokens
 
-__all__ = ["has_pg_indexes", "phrase_search", "words_search"]
+__all__ = ["has_pg_indexes", "words_search"]
 
 
 _TSV = "to_tsvector('simple'::regconfig, t.terms)"
@@ -152,16 +151,3 @@ def words_search(
             scored.append((chunk_id, score))
     scored.sort(key=lambda item: (-item[1], item[0]))
     return scored[:limit]
-
-
-def phrase_search(conn: Connection, phrase: str, *, limit: int, filters: Filters) -> list[int]:
-    """Chunk row ids of current derivations whose text holds ``phrase`` (case folded),
-    at most ``limit``, by row id (the trigram index answers the ``LIKE``)."""
-    escaped = phrase.lower().replace("/", "//").replace("%", "/%").replace("_", "/_")
-    params: dict[str, Any] = {"p": f"%{escaped}%", "n": limit}
-    sql = (
-        "SELECT c.id FROM chunks AS c JOIN derivations AS d ON d.id = c.derivation_id "
-        f"WHERE lower(c.text) LIKE :p ESCAPE '/' AND {_where(filters, params)} "
-        "ORDER BY c.id LIMIT :n"
-    )
-    return [int(i) for i in conn.execute(text(sql), params).scalars()]

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 from sqlalchemy.engine import Connection
 
-from mindory.store import fts, pg_search, words_fts
+from mindory.store import pg_search, words_fts
 from mindory.store.fts import Filters
 
-__all__ = ["has_phrase_index", "has_word_index", "phrase_search", "words_search"]
+__all__ = ["has_phrase_index", "has_word_index", "words_search"]
 
 
 def _postgres(conn: Connection) -> bool:
@@ -30,7 +30,7 @@ def has_word_index(conn: Connection, has_fts: bool) -> bool:
 
 
 def has_phrase_index(conn: Connection, has_fts: bool) -> bool:
-    """Whether verbatim phrases can be looked up by an index (FTS5 trigrams, pg_trgm)."""
+    """Whether the trigram list has an index (FTS5 trigrams, pg_trgm) or a scan instead."""
     return _postgres(conn) or has_fts
 
 
@@ -40,12 +40,3 @@ def words_search(
     """``(chunk row id, BM25 score)`` best first for any of the analysed ``terms``."""
     search = pg_search.words_search if _postgres(conn) else words_fts.words_search
     return search(conn, terms, limit=limit, filters=filters)
-
-
-def phrase_search(
-    conn: Connection, phrase: str, *, limit: int, filters: Filters | None = None
-) -> list[int]:
-    """Chunk row ids of current derivations holding ``phrase`` verbatim (case folded)."""
-    if _postgres(conn):
-        return pg_search.phrase_search(conn, phrase, limit=limit, filters=filters or Filters())
-    return fts.phrase_search(conn, phrase, limit=limit, filters=filters)

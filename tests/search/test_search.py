@@ -256,6 +256,22 @@ def test_hybrid_without_vectors_is_lexical_with_a_warning(fresh: Library) -> Non
         fresh.search("cruellest month", mode="vector")
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "lexical"])
+def test_a_pasted_quote_comes_back_first(lib: Library, mode: str) -> None:
+    """A passage copied from the book (its line breaks and case changed) finds the chunk
+    that holds it verbatim first, ahead of chunks that merely share its words."""
+    chunk = next(c for c in lib.chunks("news") if "Hammersmith" in c.text and len(c.text) > 300)
+    start = chunk.text.index("Hammersmith")
+    quote = chunk.text[max(0, start - 40) : start + 30]
+    pasted = "  " + quote.upper().replace(" ", "\n", 2) + " "
+    hits = lib.search(pasted, k=5, mode=mode).hits
+    texts = {c.id: c.text for c in lib.chunks("news")}
+    first = " ".join(texts[hits[0].chunk].split()).lower()
+    assert " ".join(quote.split()).lower() in first
+    # A short query is never taken for a quote.
+    assert lib.search("Hammersmith", k=3, mode=mode).hits
+
+
 def test_book_and_section_filters(lib: Library) -> None:
     for mode in ("hybrid", "lexical", "vector"):
         only_news = lib.search("the river and the boat", k=10, mode=mode, book="news")
