@@ -177,14 +177,21 @@ def quote_holders(terms: QueryTerms, texts: Mapping[int, str]) -> list[int]:
     the whole query verbatim (case folded, runs of white space as one), when it is long
     enough to be a quote and rare enough to point somewhere (else none).
 
-    Only candidates are looked at: a chunk holding a quote of 16 characters or more holds
-    all of its words and trigrams, so the lists put it among them; asking the trigram
-    index for the phrase over the whole library cost ~3 ms of every search at 100k chunks
-    (it reads the doclists of every trigram of the question) and found nothing more."""
+    Only candidates are looked at (the first 50 of the fused list): a chunk holding a
+    quote of 16 characters or more holds all of its words and trigrams, so every list
+    ranks it high; asking the trigram index for the phrase over the whole library cost
+    ~3 ms of every search at 100k chunks (it reads the doclists of every trigram of the
+    question) and found nothing more on the eval sets."""
     phrase = " ".join(terms.query.split())
     cjk = sum(len(r) for r in terms.cjk_runs)
     if len(phrase) < (QUOTE_MIN_CHARS_CJK if cjk * 2 >= len(phrase) else QUOTE_MIN_CHARS):
         return []
     folded = phrase.lower()
-    found = sorted(i for i, text in texts.items() if folded in " ".join(text.split()).lower())
+    first = folded.split(" ", 1)[0]  # no white space inside: a cheap first test
+    found = []
+    for i, text in texts.items():
+        low = text.lower()
+        if first in low and (folded in low or folded in " ".join(low.split())):
+            found.append(i)
+    found.sort()
     return found if len(found) <= QUOTE_MAX_HOLDERS else []

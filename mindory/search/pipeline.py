@@ -277,14 +277,15 @@ def _arrange(
     quote_of: QueryTerms | None = None,
     phrase_words: Sequence[str] = (),
 ) -> tuple[list[Fused], dict[int, list[AlsoIn]], dict[int, str | None]]:
-    """The first ``k`` of the fused list with verbatim quotes of ``quote_of`` first,
+    """The first ``k`` of the fused list (its first ``max(3k, CANDIDATES)``, where verbatim
+    quotes of ``quote_of`` are looked for) with those quotes first,
     apparatus after the body and duplicates folded (:func:`mindory.search.structure.
     arrange`); with ``phrase_words``, a phrase of the query held word for word counts
     first (:mod:`mindory.search.phrases`)."""
     pool = fused[: max(3 * k, CANDIDATES)]
-    by_id = {f.id: f for f in fused}
-    # Every candidate's text: quotes are looked for among them all (lexical.quote_holders).
-    rows = candidate_rows(conn, list(by_id) if quote_of is not None else [f.id for f in pool])
+    by_id = {f.id: f for f in pool}
+    rows = candidate_rows(conn, list(by_id))
+    # Quotes are looked for among these (lexical.quote_holders).
     quotes = (
         quote_holders(quote_of, {i: str(r[2]) for i, r in rows.items()})
         if quote_of is not None
@@ -293,10 +294,7 @@ def _arrange(
     if phrase_words:
         texts = [str(rows[f.id][2]) if f.id in rows else None for f in pool]
         pool = [pool[n] for n in with_phrase_bonus([f.score for f in pool], texts, phrase_words)]
-    looked_at = {f.id for f in pool} | set(quotes)
-    candidates = {
-        i: Candidate.of(i, r[5], r[2], r[4] or "") for i, r in rows.items() if i in looked_at
-    }
+    candidates = {i: Candidate.of(i, r[5], r[2], r[4] or "") for i, r in rows.items()}
     order, folded = arrange([f.id for f in pool], candidates, quotes)
     top = [by_id[i] for i in order[:k]]
     also = {
