@@ -10,6 +10,10 @@ same chunks with ``bm25s``:
   the peer of issue 12's table;
 * **bm25s (same analysis)**: mindory's own analysed terms (:mod:`mindory.search.words`).
 
+The ``mindory hybrid (…)`` rows fuse those lists the way the pipeline does (to compare
+fusions on one set of lists); the ``mindory hybrid (Library.search)`` row is the search
+itself, as a user gets it, with the library's current embedding.
+
 A chunk is relevant when it covers at least half of the answer's source span (the rule
 of :mod:`mindory.search.evaluation`). Reported: MRR@10, R@1, R@10 overall, per kind and
 per language, for the whole library and within the answer's book; indexing time of the
@@ -341,6 +345,12 @@ def main() -> None:
                             list(dict.fromkeys(bigram_tokens(q.query, qlang, with_words))), allowed
                         )
                     entry["lists"][scope] = lists
+                    # The search itself (Library.search: the pipeline as users get it,
+                    # with the library's current embedding), beside the emulated fusions.
+                    t = time.perf_counter()
+                    hits = lib.search(q.query, k=K, book=book if scope == "book" else None).hits
+                    latency["pipeline"].append(time.perf_counter() - t)
+                    entry.setdefault("pipeline", {})[scope] = [h.row_id for h in hits]
                 per_query.append(entry)
             # candidate facts for arranging (apparatus after body, duplicates folded)
             pool = {
@@ -407,6 +417,10 @@ def main() -> None:
             )
         for label, fusion in fusion_variants(specs, candidates).items():
             results[f"{scope}:{label}"] = run(label, fusion, scope)
+        results[f"{scope}:mindory hybrid (Library.search)"] = grouped(
+            [e["q"] for e in per_query],
+            [first_rank(e["pipeline"][scope], e["relevant"]) for e in per_query],
+        )
     out["results"] = results
     print_table(results)
     if args.json:

@@ -38,9 +38,10 @@ def test_keyword_lists() -> None:
     assert not is_keyword_list("")
 
 
-def test_keyword_lists_trust_their_vector_less() -> None:
-    assert weights_for("minilm-x", "latin")["vector"] == 0.8
+def test_keyword_lists_do_not_use_their_vector() -> None:
+    assert weights_for("minilm-x", "latin")["vector"] == 1.0
     assert weights_for("minilm-x", "latin", keyword_list=True)["vector"] == KEYWORD_VECTOR_WEIGHT
+    assert KEYWORD_VECTOR_WEIGHT == 0.0
     assert weights_for("hashed-x", "latin", keyword_list=True)["vector"] == 0.0
     assert weights_for("minilm-x", "zh", 6, keyword_list=True)["vector"] == 0.0
 
