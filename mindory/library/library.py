@@ -386,6 +386,10 @@ class Library(ReadingStateMethods):
         words = wordindex.update_word_index(self.state, rebuild=rebuild)
         with self.state.engine.connect() as conn:
             has_vectors = current_embedding_state(conn) is not None
+            if conn.dialect.name == "sqlite" and self.state.has_word_index(conn):
+                # The postings of a large library, made now rather than by its next
+                # search (mindory.search.word_store; nothing below its threshold).
+                self.state.words.ensure(conn)
         index = vectors.index(self.state, rebuild=rebuild) if has_vectors else None
         return IndexReport(words, index)
 

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from mindory.search.embedders import Embedder
     from mindory.search.pipeline import SearchServices
     from mindory.search.vectors import VectorStore
+    from mindory.search.word_store import WordStore
+    from mindory.store.fts import Filters
     from mindory.store.places import PlaceCache, Places
 
 WRITE_BATCH = 1000  # chunk rows per INSERT batch (one progress report each)
@@ -55,6 +57,8 @@ class State:
         self._places: PlaceCache | None = None
         self.texts = TextCache()
         self._vectors: VectorStore | None = None
+        self._words: WordStore | None = None
+        self._has_words = False
         self._resources: Resources | None = None
         self._has_fts: bool | None = None
         self._words_missing: tuple[tuple[int, ...], int] | None = None
@@ -194,6 +198,40 @@ class State:
             return self._vectors
 
     @property
+    def words_path(self) -> Path | None:
+        """The word index's postings file beside the database (:mod:`mindory.search.
+        word_store`; None for a non-file database)."""
+        if self.path is None:
+            return None
+        return self.path.with_name(self.path.name + ".words")
+
+    @property
+    def words(self) -> WordStore:
+        with self.lock:
+            if self._words is None:
+                from mindory.search.word_store import WordStore
+
+                self._words = WordStore(self.words_path)
+            return self._words
+
+    def has_word_index(self, conn: Connection) -> bool:
+        """Whether the database has the word index (asked once it has: it stays)."""
+        if not self._has_words:
+            from mindory.store import text_index
+
+            self._has_words = text_index.has_word_index(conn, self.has_fts(conn))
+        return self._has_words
+
+    def word_postings(
+        self, conn: Connection, terms: list[str], limit: int, filters: Filters
+    ) -> list[tuple[int, float]] | None:
+        """The word list from the postings in memory, or None where FTS5 answers
+        (PostgreSQL has its own word index)."""
+        if conn.dialect.name != "sqlite" or not self.has_fts(conn):
+            return None
+        return self.words.search(conn, terms, limit, filters)
+
+    @property
     def resources(self) -> Resources:
         """Open EPUB archives for serving their members (made on first use)."""
         with self.lock:
@@ -233,6 +271,8 @@ class State:
             has_fts=self.has_fts,
             words_missing=self.words_missing,
             book_languages=self.book_languages,
+            word_postings=self.word_postings,
+            has_word_index=self.has_word_index,
         )
 
     def close(self) -> None:

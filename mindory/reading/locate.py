@@ -170,6 +170,10 @@ class SectionPlace:
     utf16: Utf16Converter | None = None
     utf16_source_start: int | None = None
     byte_offset: Callable[[int], int] | None = None
+    # The blocks' section-local source starts and ends (int64 arrays), when the caller
+    # has them without Block objects: a place read from the store for a search (its
+    # ``blocks`` are then empty; a Locator needs only these positions).
+    block_spans: tuple[np.ndarray, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         if self.book_format not in FORMATS:
@@ -234,6 +238,8 @@ class SectionPlace:
     @cached_property
     def _block_source_spans(self) -> tuple[np.ndarray, np.ndarray]:
         """Section-local source starts and ends of the blocks (int64 arrays)."""
+        if self.block_spans is not None:
+            return self.block_spans
         blocks = self.blocks
         starts = np.fromiter((b.source_start for b in blocks), dtype=np.int64, count=len(blocks))
         ends = np.fromiter((b.source_end for b in blocks), dtype=np.int64, count=len(blocks))

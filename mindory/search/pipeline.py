@@ -70,6 +70,12 @@ class SearchServices:
     has_fts: Callable[[Connection], bool]
     words_missing: Callable[[Connection], int]  # current chunks without word index terms
     book_languages: Callable[[Connection], Mapping[int, str]]  # analysis language by book
+    # The word list from the postings in memory (mindory.search.word_store), or None
+    # where the database's word index answers.
+    word_postings: Callable[
+        [Connection, list[str], int, Filters], list[tuple[int, float]] | None
+    ] = lambda conn, terms, limit, filters: None
+    has_word_index: Callable[[Connection], bool] | None = None  # (cached by the library)
 
 
 def search(
@@ -249,7 +255,8 @@ def _word_list(
     warnings: list[str],
 ) -> list[tuple[int, float]] | None:
     """The word index's ranking of the query (None: this database has no word index)."""
-    if not text_index.has_word_index(conn, sv.has_fts(conn)):
+    has = sv.has_word_index
+    if not (has(conn) if has else text_index.has_word_index(conn, sv.has_fts(conn))):
         return None
     missing = sv.words_missing(conn)
     if missing:
@@ -257,7 +264,11 @@ def _word_list(
             f"{missing} chunk(s) have no word index yet (run mindory index): "
             "they are found by the trigram index and vectors only"
         )
-    return text_index.words_search(conn, query_terms(query, languages), limit=n, filters=filters)
+    terms = query_terms(query, languages)
+    from_postings = sv.word_postings(conn, terms, n, filters)
+    if from_postings is not None:
+        return from_postings
+    return text_index.words_search(conn, terms, limit=n, filters=filters)
 
 
 def _query_language(query: str, languages: Sequence[str]) -> str:

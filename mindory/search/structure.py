@@ -56,6 +56,9 @@ _LICENSE_WORDS = re.compile(
 )
 
 
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where splitlines() splits
+
+
 def apparatus_kind(text: str, section_title: str = "") -> str | None:
     """``contents``, ``front`` or ``licence`` for apparatus, None for body text."""
     if _CONTENTS_TITLE.match(section_title or ""):
@@ -64,6 +67,8 @@ def apparatus_kind(text: str, section_title: str = "") -> str | None:
         return "front"
     if _GUTENBERG.search(text) and len(_LICENSE_WORDS.findall(text)) >= 2:
         return "licence"
+    if sum(text.count(c) for c in _LINE_BREAKS) < 4:
+        return None  # fewer than five lines: no contents page (and no splitting)
     lines = [line for line in text.splitlines() if line.strip()]
     if len(lines) >= 5:
         toc = sum(1 for line in lines if len(line) <= 80 and _TOC_LINE.match(line))

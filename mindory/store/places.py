@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
@@ -28,7 +29,6 @@ from mindory.store.models import (
 from mindory.store.queries import get_derivation, get_section_id
 from mindory.text.encoding import ByteIndex, decode_bytes
 from mindory.text.offsets import OffsetMap
-from mindory.text.records import Block
 
 # Section places (texts, offset map, blocks, CFI table) kept across searches: building
 # one for a large EPUB section costs tens of milliseconds (mostly the CFI table).
@@ -188,23 +188,33 @@ _PLACE_KEYS_STMT = (
 )
 
 
-def block_rows(conn: Connection, text_ids: Sequence[int]) -> Iterable[Any]:
-    """Block rows of some section texts: through the DB-API cursor on SQLite (a large
-    section has thousands of blocks, and SQLAlchemy's rows cost ~3 µs each)."""
+def block_spans(
+    conn: Connection, text_ids: Sequence[int]
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per section text: its blocks' source starts and ends in block order (int64
+    arrays, as stored: book coordinates). A large section has thousands of blocks: on
+    SQLite the DB-API cursor reads them (SQLAlchemy's rows cost ~3 µs each)."""
+    rows: Sequence[Any]
     if conn.dialect.name != "sqlite":
-        return conn.execute(_BLOCKS_STMT, {"ids": list(text_ids)}).all()
-    marks = ",".join("?" * len(text_ids))
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.execute(
-            'SELECT section_text_id, "index", kind, level, start, "end", source_start, '
-            f"source_end FROM blocks WHERE section_text_id IN ({marks}) "
-            'ORDER BY section_text_id, "index"',
-            list(text_ids),
-        )
-        return list(cursor.fetchall())
-    finally:
-        cursor.close()
+        rows = [(r[0], r[6], r[7]) for r in conn.execute(_BLOCKS_STMT, {"ids": list(text_ids)})]
+    else:
+        marks = ",".join("?" * len(text_ids))
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.execute(
+                "SELECT section_text_id, source_start, source_end FROM blocks "
+                f'WHERE section_text_id IN ({marks}) ORDER BY section_text_id, "index"',
+                list(text_ids),
+            )
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+    table = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    cuts = np.flatnonzero(np.diff(table[:, 0])) + 1
+    for part in np.split(table, cuts) if len(table) else []:
+        out[int(part[0, 0])] = (part[:, 1].copy(), part[:, 2].copy())
+    return out
 
 
 class PlaceCache:
@@ -341,20 +351,18 @@ class Places:
         self._load_books(int(r[2]) for r in rows)
         text_ids = [int(r[11]) for r in rows]
         shift_of = {int(r[11]): int(r[7]) for r in rows}
-        blocks: dict[int, list[Block]] = {t: [] for t in text_ids}
-        if text_ids:
-            for t, i, kind, level, a, b, bs, be in block_rows(self._conn, text_ids):
-                shift = shift_of[int(t)]
-                blocks[int(t)].append(
-                    Block(int(i), kind, int(a), int(b), int(bs) - shift, int(be) - shift, level)
-                )
+        spans = block_spans(self._conn, text_ids) if text_ids else {}
+        none = np.zeros(0, dtype=np.int64)
+        local = {
+            t: (starts - shift_of[t], ends - shift_of[t]) for t, (starts, ends) in spans.items()
+        }
         for row in rows:
-            place = self._build(row, tuple(blocks[int(row[11])]))
+            place = self._build(row, local.get(int(row[11]), (none, none)))
             key3 = self._keys[(int(row[0]), int(row[1]))][:3]
             self._local[key3] = place
             cache.put(key3, place)
 
-    def _build(self, row: Any, blocks: tuple[Block, ...]) -> SectionPlace:
+    def _build(self, row: Any, blocks: tuple[np.ndarray, np.ndarray]) -> SectionPlace:
         (
             _sid,
             _nid,
@@ -388,7 +396,8 @@ class Places:
             source_text=source,
             normalized_text=norm,
             offset_map=OffsetMap.from_bytes(omap),
-            blocks=blocks,
+            blocks=(),
+            block_spans=blocks,
             resource_source_lengths=facts.lengths,
             resource_index=0 if is_txt else int(ordinal),
             source_start=int(ss),

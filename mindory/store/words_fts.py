@@ -18,8 +18,10 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from sqlalchemy import bindparam, select
+import numpy as np
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Connection
 
 from mindory.store.fts import Filters, bm25_search, fts_quote
@@ -30,8 +32,14 @@ __all__ = [
     "RERANK_DEPTH",
     "bm25_of",
     "bm25_scores",
+    "current_chunk_ids",
+    "index_totals",
+    "term_row_ids",
+    "term_rows",
+    "terms_state",
     "has_words_table",
     "phrase_tokens",
+    "tokens_of",
     "words_search",
 ]
 
@@ -43,9 +51,14 @@ BM25_K1 = 1.2  # FTS5's bm25() constants
 BM25_B = 0.75
 _VOCAB = "chunk_terms_vocab"  # an fts5vocab 'row' table in each connection's temp schema
 # unicode61's token characters (its default ``categories 'L* N* Co'``): what a token is.
-# ``[^\W_]`` is L* and N* in ``re`` (fast); the private-use ranges are Co. (FTS5 knows
-# Unicode 6.1: a letter encoded later is a separator to it, a token here.)
-_TOKEN = re.compile(r"(?:[^\W_]|[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd])+")
+# ``[^\W_]`` is L* and N* in ``re`` (fast); the private-use ranges are Co. Inside a token
+# FTS5 also keeps the combining diacritics of its own table (U+0300–U+0331, some of them:
+# Pepys's "coronac̃on" is one token). (FTS5 knows Unicode 6.1, where a character encoded
+# later is unassigned and a token character: the few such characters that are not
+# letters or digits today split a token here, not there.)
+_TOKEN_CHAR = r"[^\W_]|[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd]"
+_DIACRITIC = r"[\u0300-\u0304\u0306-\u030c\u030f\u0311\u031b\u0323-\u0328\u032d\u032e\u0330\u0331]"
+_TOKEN = re.compile(rf"(?:{_TOKEN_CHAR})(?:{_TOKEN_CHAR}|{_DIACRITIC})*")
 
 _SPLIT_INSIDE = re.compile(r"[^\w\s]|_")  # a character that splits a piece (or may: Co)
 
@@ -94,6 +107,53 @@ def _averages(conn: Connection) -> tuple[int, int]:
     return (values[0], values[1]) if len(values) >= 2 else (0, 0)
 
 
+def index_totals(conn: Connection) -> tuple[int, int]:
+    """``(rows, tokens)`` of the word index, as FTS5's ``bm25()`` counts them."""
+    return _averages(conn)
+
+
+_TERMS_STATE = text(
+    "SELECT (SELECT max(chunk_id) FROM chunk_terms), "
+    "(SELECT value FROM library_facts WHERE key = 'word_analysis'), "
+    "(SELECT group_concat(id) FROM (SELECT id FROM derivations WHERE is_current ORDER BY id))"
+)
+
+
+def terms_state(conn: Connection) -> tuple[Any, ...]:
+    """What changes whenever the rows of ``chunk_terms`` or the current chunks may have:
+    the index's totals, its largest row, the analysis on record, the current derivations."""
+    row = conn.execute(_TERMS_STATE).one()
+    return (*_averages(conn), row[0], row[1], row[2])
+
+
+def term_row_ids(conn: Connection) -> np.ndarray:
+    """The chunk row ids ``chunk_terms`` holds (the word index's rows), ascending."""
+    cursor = conn.exec_driver_sql("SELECT chunk_id FROM chunk_terms ORDER BY chunk_id")
+    return np.fromiter((int(r[0]) for r in cursor), dtype=np.int64)
+
+
+def term_rows(conn: Connection, ids: np.ndarray) -> list[tuple[int, str]]:
+    """``(chunk row id, analysed terms)`` of some ``chunk_terms`` rows."""
+    out: list[tuple[int, str]] = []
+    wanted = [int(i) for i in ids]
+    for lo in range(0, len(wanted), _ROWS_BATCH):
+        part = wanted[lo : lo + _ROWS_BATCH]
+        out.extend((int(i), str(t)) for i, t in conn.execute(_TERMS_OF, {"ids": part}))
+    return out
+
+
+def current_chunk_ids(conn: Connection) -> np.ndarray:
+    """Row ids of the chunks of current derivations, ascending."""
+    cursor = conn.exec_driver_sql(
+        "SELECT c.id FROM chunks AS c JOIN derivations AS d ON d.id = c.derivation_id "
+        "WHERE d.is_current ORDER BY c.id"
+    )
+    return np.fromiter((int(r[0]) for r in cursor), dtype=np.int64)
+
+
+_ROWS_BATCH = 5000
+
+
 def _doc_counts(conn: Connection, tokens: Sequence[str]) -> dict[str, int]:
     """How many chunks hold each token (exact, from the index's vocabulary)."""
     conn.exec_driver_sql(
@@ -111,7 +171,7 @@ def _doc_counts(conn: Connection, tokens: Sequence[str]) -> dict[str, int]:
     return counts
 
 
-def _tokens(terms_text: str) -> list[str]:
+def tokens_of(terms_text: str) -> list[str]:
     """The tokens FTS5 makes of a chunk's terms (space-separated; a piece with a
     separator in it, such as an apostrophe, is more than one)."""
     low = terms_text.lower()
@@ -187,7 +247,7 @@ def bm25_of(
     """FTS5's ``bm25()`` (negated) of one chunk's analysed terms for the OR of
     ``phrases`` (each query term as its tokens, :func:`phrase_tokens`), given each
     term's ``idf`` and the index's average tokens per chunk."""
-    tokens = _tokens(terms_text)
+    tokens = tokens_of(terms_text)
     counted = Counter(tokens)
     norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens) / avgdl)
     score = 0.0

@@ -142,7 +142,9 @@ class _Tree:
             p = parent[k]
             if p >= 0:
                 children[(p, step[k])] = k
-                nchild[p] = max(nchild[p], step[k] // 2)
+                half = step[k] // 2
+                if half > nchild[p]:
+                    nchild[p] = half
             ident = ids[k]
             if ident is not None and ident not in by_id:
                 by_id[ident] = k  # the first one, as getElementById does
