@@ -453,3 +453,34 @@ def test_unwritable_folder_is_a_clear_error(
     with pytest.raises(MindoryError, match="Permission denied"):
         vi.save(tmp_path / "v.faiss")
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ flat, large
+
+
+def test_a_large_flat_index_scans_in_fp16_and_returns_exact_scores() -> None:
+    # coarse_min=0: the fp16 pass and the float32 re-score, as at 50k vectors and up.
+    ids, vecs = sparse_ids(3000, seed=3), unit(3000, seed=3)
+    vi = VectorIndex(DIM, embedder_id=EMB, coarse_min=0)
+    vi.build(ids, vecs)
+    q = unit(40, seed=11)
+    scores, got = vi.search(q, 10)
+    want_s, want_i = brute(vecs, ids, q, 10)
+    np.testing.assert_array_equal(got, want_i)
+    np.testing.assert_allclose(scores, want_s, atol=1e-6)
+    # Restricted to some ids, after adds and removes: still the exact answer.
+    more_ids, more = sparse_ids(500, seed=4) + 10**6, unit(500, seed=4)
+    vi.add(more_ids, more)
+    gone = ids[::3]
+    vi.remove(gone)
+    keep = ~np.isin(ids, gone)
+    all_ids, all_vecs = np.r_[ids[keep], more_ids], np.vstack([vecs[keep], more])
+    allowed = all_ids[::2]
+    scores, got = vi.search(q, 10, allowed_ids=allowed)
+    mask = np.isin(all_ids, allowed)
+    want_s, want_i = brute(all_vecs[mask], all_ids[mask], q, 10)
+    np.testing.assert_array_equal(got, want_i)
+    np.testing.assert_allclose(scores, want_s, atol=1e-6)
+    scores, got = vi.search(q, 10)
+    np.testing.assert_array_equal(got, brute(all_vecs, all_ids, q, 10)[1])
+    assert vi.kind == "flat"
