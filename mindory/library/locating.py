@@ -8,11 +8,11 @@ from sqlalchemy.orm import Session
 from mindory.errors import MindoryError, NotFoundError
 from mindory.library.records import LocateResult
 from mindory.library.state import State
+from mindory.reading.chunk_spans import chunks_containing
 from mindory.reading.locate import (
     DEFAULT_PAGE_SIZE,
     Locator,
     SectionPlace,
-    chunks_containing,
     locate_position,
     resolve_cfi,
 )

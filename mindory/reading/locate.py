@@ -62,11 +62,10 @@ Decisions where the specifications leave room:
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -89,11 +88,9 @@ __all__ = [
     "QUOTE_CHARS",
     "RFC5147_CONFORMS_TO",
     "BlockRange",
-    "ChunkSpans",
     "Locator",
     "SectionPlace",
     "SpanContext",
-    "chunks_containing",
     "locate_chunk",
     "locate_position",
     "locate_span",
@@ -109,19 +106,6 @@ class Utf16Converter(Protocol):
     """Code point → UTF-16 position over the book's source coordinates."""
 
     def to_utf16(self, cp: int) -> int: ...
-
-
-class HasSourceSpan(Protocol):
-    """Anything with a source span (a Chunk, a stored chunk row, ...)."""
-
-    @property
-    def source_start(self) -> int: ...
-
-    @property
-    def source_end(self) -> int: ...
-
-
-S = TypeVar("S", bound=HasSourceSpan)
 
 
 def _positions_of(length: int) -> int:
@@ -760,43 +744,3 @@ def resolve_cfi(
     assert chosen.cfi is not None
     start, end = chosen.cfi.resolve(parsed, flavor)
     return chosen.ordinal, chosen.source_start + start, chosen.source_start + end
-
-
-# --------------------------------------------------------------------------- reverse
-
-
-class ChunkSpans(Generic[S]):
-    """Chunks sorted by source span, for "which chunks contain position p" by bisect.
-
-    Feed the chunks of one section (EPUB positions are section-local) or of
-    one plain-text book (file-global). Any overlap pattern is handled: the
-    chunks are sorted by ``(source_start, source_end)`` and a running maximum of
-    the ends bounds the search from the left.
-    """
-
-    __slots__ = ("_chunks", "_max_ends", "_starts")
-
-    def __init__(self, chunks: Iterable[S]) -> None:
-        items = sorted(chunks, key=lambda c: (c.source_start, c.source_end))
-        self._chunks = items
-        self._starts = [c.source_start for c in items]
-        running = -1
-        max_ends: list[int] = []
-        for c in items:
-            running = max(running, c.source_end)
-            max_ends.append(running)
-        self._max_ends = max_ends
-
-    def __len__(self) -> int:
-        return len(self._chunks)
-
-    def containing(self, source_pos: int) -> list[S]:
-        """Chunks with ``source_start <= source_pos < source_end``, in source order."""
-        hi = bisect_right(self._starts, source_pos)
-        lo = bisect_right(self._max_ends, source_pos, 0, hi)
-        return [c for c in self._chunks[lo:hi] if c.source_end > source_pos]
-
-
-def chunks_containing(chunks: Iterable[S], source_pos: int) -> list[S]:
-    """Chunks whose source span contains ``source_pos`` (see :class:`ChunkSpans`)."""
-    return ChunkSpans(chunks).containing(source_pos)

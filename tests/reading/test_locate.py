@@ -16,15 +16,14 @@ from lxml import etree
 
 from mindory.importers import load_book
 from mindory.importers.cfi import CfiDocument, CfiError, parse_cfi, spine_step_of
+from mindory.reading.chunk_spans import ChunkSpans, chunks_containing
 from mindory.reading.locate import (
     CFI_CONFORMS_TO,
     CONTEXT_CHARS,
     QUOTE_CHARS,
     RFC5147_CONFORMS_TO,
-    ChunkSpans,
     Locator,
     SectionPlace,
-    chunks_containing,
     locate_chunk,
     locate_position,
     locate_span,
@@ -567,30 +566,6 @@ def test_place_validation() -> None:
     c = Chunk("x", 7, 0, 0, 3, 0, 3, 0, 3, "abc")
     with pytest.raises(ValueError):
         locate_chunk(place, c)
-
-
-@dataclass(frozen=True)
-class Span:
-    source_start: int
-    source_end: int
-
-
-def test_chunks_containing_matches_brute_force_for_any_overlap() -> None:
-    rng = random.Random(7)
-    for _ in range(50):
-        spans = []
-        for _ in range(rng.randrange(0, 40)):
-            s = rng.randrange(0, 200)
-            spans.append(Span(s, s + rng.randrange(1, 60)))
-        index = ChunkSpans(spans)
-        assert len(index) == len(spans)
-        for p in range(-1, 262, 3):
-            want = sorted(
-                (x for x in spans if x.source_start <= p < x.source_end),
-                key=lambda x: (x.source_start, x.source_end),
-            )
-            assert index.containing(p) == want
-            assert chunks_containing(spans, p) == want
 
 
 def test_utf16_index_agrees_with_independent_count() -> None:
