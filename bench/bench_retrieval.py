@@ -435,7 +435,7 @@ def shipped(
 ) -> Callable[[Mapping[str, Ranked], EvalQuery], list[int]]:
     """mindory's own fusion (mindory.search.fusion): score fusion, weights by the query's
     language and the embedder, the phrase bonus (mindory.search.phrases) over ``texts``."""
-    from mindory.search.fusion import fuse, weights_for
+    from mindory.search.fusion import CANDIDATES, floored_lists, fuse, weights_for
     from mindory.search.phrases import is_keyword_list, with_phrase_bonus, words_of
 
     def rank(ls: Mapping[str, Ranked], q: EvalQuery) -> list[int]:
@@ -449,9 +449,11 @@ def shipped(
             keyword_list=is_keyword_list(q.query),
         )
         lists = {"words": ls["words"], "lexical": ls["trigram"]}
+        floored = floored_lists(spec_id(spec), language) if vectors and spec else frozenset()
         if vectors and spec:
-            lists["vector"] = ls[spec]
-        fused = fuse(lists, w)
+            # A floored list counts from its last score: as the search takes it (50 deep).
+            lists["vector"] = ls[spec][:CANDIDATES] if floored else ls[spec]
+        fused = fuse(lists, w, floored)
         if vectors and w["vector"] > 0 and language == "latin" and texts is not None:
             pool = fused[:100]
             order = with_phrase_bonus(

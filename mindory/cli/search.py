@@ -31,8 +31,9 @@ from mindory.cli.common import (
     "--embedder",
     "embedder",
     metavar="SPEC",
-    help="hashed (default), hashed:768, model2vec:/path, fastembed:/path, "
-    "sentence-transformers:/path. Default: the current embedding's.",
+    help="minilm+e5 (MiniLM for Latin script, multilingual-e5 for Chinese and Japanese), "
+    "minilm, e5, hashed, hashed:768, model2vec:/path, fastembed:/path, "
+    "sentence-transformers:/path. Default: the current embedding's, else minilm+e5.",
 )
 @click.option(
     "--context-header/--no-context-header",

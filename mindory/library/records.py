@@ -12,7 +12,9 @@ if TYPE_CHECKING:
     from mindory.search.vectors import IndexInfo
     from mindory.store.records import ChunkInfo, EmbeddingInfo
 
-DEFAULT_EMBEDDER = "minilm"  # all-MiniLM-L6-v2 on ONNX Runtime, carried by a wheel
+# MiniLM for Latin script, multilingual-e5 for Chinese and Japanese (search/routed.py),
+# both carried by wheels installed with mindory.
+DEFAULT_EMBEDDER = "minilm+e5"
 
 
 def default_embedder() -> str:

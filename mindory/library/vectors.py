@@ -217,7 +217,9 @@ def embed(
         if not rows:
             break
         texts = [
-            embed_text_for_chunk(t, title=bt, section_title=st, context_header=bool(context_header))
+            embed_text_for_chunk(
+                t, title=bt, section_title=st, context_header=bool(context_header), embedder=emb
+            )
             for _, t, st, bt in rows
         ]
         t = perf_counter()

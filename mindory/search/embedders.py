@@ -33,6 +33,7 @@ __all__ = [
     "HashedNgramEmbedder",
     "Model2VecEmbedder",
     "SentenceTransformerEmbedder",
+    "embed_queries",
     "embed_text_for_chunk",
     "get_embedder",
     "l2_normalize",
@@ -56,6 +57,13 @@ class Embedder(Protocol):
         ...
 
 
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Vectors of search questions: the embedder's ``embed_query`` where it has one (a model
+    trained with a query prefix, such as e5), else ``embed``."""
+    as_query = getattr(embedder, "embed_query", None)
+    return np.asarray(as_query(texts) if as_query is not None else embedder.embed(texts))
+
+
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length as C-contiguous float32; zero (or non-finite) rows → 0."""
     v = np.asarray(vectors, dtype=np.float64)
@@ -74,14 +82,18 @@ def embed_text_for_chunk(
     title: str | None = None,
     section_title: str | None = None,
     context_header: bool,
+    embedder: Embedder | None = None,
 ) -> str:
     """The text an embedder sees for a chunk: optionally "Book › Section\\n\\n" + text.
 
     The header is for embedding only; chunk spans and stored text never include it.
-    Empty titles are left out, and with neither title there is no header.
+    Empty titles are left out, and with neither title there is no header. Without the
+    header, an ``embedder`` with a ``text_for_chunk(text, section_title)`` of its own
+    (the default embedder: a Chinese chapter's title for e5) decides.
     """
     if not context_header:
-        return text
+        own = getattr(embedder, "text_for_chunk", None)
+        return str(own(text, section_title)) if own is not None else text
     parts = [p.strip() for p in (title, section_title) if p and p.strip()]
     if not parts:
         return text
@@ -561,13 +573,23 @@ _BACKENDS: dict[str, Callable[[str], Embedder]] = {
 def get_embedder(spec: str) -> Embedder:
     """Embedder from a spec string.
 
-    ``minilm`` (all-MiniLM-L6-v2 on ONNX Runtime, built in) · ``hashed`` (384 dims) ·
+    ``minilm+e5`` (the default: all-MiniLM-L6-v2 for Latin-script text, multilingual-e5-small
+    for Chinese and Japanese, :mod:`mindory.search.routed`) · ``minilm`` (all-MiniLM-L6-v2
+    alone) · ``e5`` (multilingual-e5-small alone) · ``hashed`` (384 dims) ·
     ``hashed:768`` · ``model2vec:/path`` · ``fastembed:/path``
     (or ``fastembed:NAME=/path``) · ``sentence-transformers:/path`` (alias ``st:``).
     A backend path may also be a model name that is already in the local cache.
     """
     kind, sep, arg = spec.strip().partition(":")
     kind = kind.strip().lower()
+    if kind == "minilm+e5" and not arg.strip():
+        from mindory.search.routed import ScriptRoutedEmbedder
+
+        return ScriptRoutedEmbedder()
+    if kind == "e5" and not arg.strip():
+        from mindory.search.e5 import E5Embedder
+
+        return E5Embedder()
     if kind == "minilm" and not arg.strip():
         from mindory.search.minilm import MiniLMEmbedder
 
@@ -583,8 +605,8 @@ def get_embedder(spec: str) -> Embedder:
     backend = _BACKENDS.get(kind)
     if backend is None:
         raise MindoryError(
-            f"unknown embedder {spec!r}: use minilm, hashed, hashed:DIM, model2vec:PATH, "
-            "fastembed:PATH or sentence-transformers:PATH"
+            f"unknown embedder {spec!r}: use minilm+e5, minilm, e5, hashed, hashed:DIM, "
+            "model2vec:PATH, fastembed:PATH or sentence-transformers:PATH"
         )
     if not arg.strip():
         raise MindoryError(f"bad embedder spec {spec!r}: {kind} needs a model folder")

