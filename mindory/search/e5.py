@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import re
 import struct
 import tempfile
@@ -240,7 +241,12 @@ def _int8_encoder(f: E5File, sha: str) -> bytes:
         with tempfile.TemporaryDirectory() as tmp:
             fp32, int8 = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
             onnx.save(encoder_graph(f), str(fp32))
-            quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+            quiet = logging.root.manager.disable
+            logging.disable(logging.WARNING)  # its advice to pre-process, printed every time
+            try:
+                quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+            finally:
+                logging.disable(quiet)
             return int8.read_bytes()
 
     return cached_model(f"e5-{sha[:16]}-v{BUILD_VERSION}.onnx", build)
@@ -309,8 +315,11 @@ class E5Embedder:
         self._positions = f.tensor("emb.pos").reshape(-1, f.hidden)
         self._type = f.tensor("emb.type").reshape(-1, f.hidden)[0]
         self._ln = (f.tensor("emb.ln.w"), f.tensor("emb.ln.b"))
-        self._session = cpu_session(_int8_encoder(f, sha), threads)
-        self._id = f"e5-small-onnx-{sha[:12]}-{f.hidden}"
+        encoder = _int8_encoder(f, sha)
+        self._session = cpu_session(encoder, threads)
+        # The built graph's hash too: another quantizer (onnxruntime) would change vectors.
+        built = hashlib.sha256(encoder).hexdigest()
+        self._id = f"e5-small-onnx-{sha[:12]}-{built[:8]}-{f.hidden}"
         self._lock = threading.Lock()  # one run at a time: the session uses both cores
 
     @property

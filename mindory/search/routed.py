@@ -53,7 +53,7 @@ class ScriptRoutedEmbedder:
         self._latin = MiniLMEmbedder()
         self._cjk = E5Embedder()
         latin_sha = self._latin.id.split("-")[-2]
-        cjk_sha = self._cjk.id.split("-")[-2]
+        cjk_sha = "-".join(self._cjk.id.split("-")[-3:-1])  # weights file, built graph
         self._id = f"{SPEC}-{latin_sha}-{cjk_sha}-{TITLES}-{2 * HALF}"
 
     @property

@@ -6,6 +6,7 @@ refused."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -42,6 +43,19 @@ def test_vectors_are_unit_rows_of_384(e5: E5Embedder) -> None:
     assert abs(float(np.linalg.norm(v[0])) - 1.0) < 1e-5
     assert not v[1].any() and not v[2].any()
     assert e5.id.startswith("e5-small-onnx-") and e5.id.endswith("-384")
+    assert len(e5.id.split("-")) == 6  # e5-small-onnx-<weights file>-<built graph>-384
+
+
+def test_the_encoder_is_built_the_same_every_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, e5: E5Embedder
+) -> None:
+    built = []
+    for cache in ("a", "b"):
+        monkeypatch.setenv("MINDORY_CACHE", str(tmp_path / cache))
+        fresh = E5Embedder()
+        assert len(list((tmp_path / cache).glob("e5-*.onnx"))) == 1
+        built.append(fresh.id)
+    assert built[0] == built[1] == e5.id  # the id names the built graph's hash
 
 
 def test_token_counts_equal_the_engines(e5: E5Embedder, engine: object) -> None:
