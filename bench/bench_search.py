@@ -54,6 +54,10 @@ from mindory.search.vector_index import VectorIndex, manifest_path  # noqa: E402
 from mindory.text.records import ChunkSettings, NormalizeProfile, Settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+# The sizes measured here are the indexes' and the pipeline's, not a model's: the
+# libraries embed with the hashed embedder (the default minilm+e5 would take hours at
+# 100k chunks); MINDORY_EMBEDDER set by the caller still wins.
+os.environ.setdefault("MINDORY_EMBEDDER", "hashed")
 CORPUS = Path(os.environ.get("MINDORY_CORPUS", ROOT.parent / "shared" / "corpus"))
 QUERY_SETS = sorted((ROOT / "samples" / "queries").glob("*.jsonl"))
 EVAL_BOOKS = ("news-from-nowhere", "qiaoshi-yanyi")
