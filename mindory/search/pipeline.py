@@ -394,8 +394,8 @@ def _database_vector_search(
         return []
     t = perf_counter()
     query = qv[0] if qv.ndim == 2 else qv
-    # The default embedder's two halves: HNSW would build two unconnected graphs (no
-    # link crosses between orthogonal halves), so that half is searched exactly.
+    # The default embedder's two halves: one HNSW graph over both falls apart in two (no
+    # link crosses between orthogonal halves), so each half has its own (revision 0008).
     block = query_block(query) if embedding.embedder_id.startswith(ROUTED_SPEC + "-") else None
     found = pg_vector_search(conn, embedding, query, n, filters, block=block)
     timings["vector"] = 1000 * (perf_counter() - t)

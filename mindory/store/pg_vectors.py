@@ -1,4 +1,4 @@
-"""Vector search on PostgreSQL (revision 0007): pgvector's HNSW index (cosine) over
+"""Vector search on PostgreSQL (revisions 0007, 0008): pgvector's HNSW index (cosine) over
 ``pg_chunk_vectors``, which a trigger keeps equal to the stored float32 blobs of
 ``chunk_vectors``. No process holds a private index file: every server and worker asks
 the database. (SQLite keeps the FAISS file of :mod:`mindory.search.vectors`.)
@@ -77,8 +77,8 @@ def vector_search(
 
     ``block`` = ``(first dimension, length)``: the query is zero outside it, and the
     vectors' blocks never share a graph worth walking (the default embedder's halves, see
-    :mod:`mindory.search.routed`), so that block alone is compared, exactly, row by row:
-    the same inner products, without the index."""
+    :mod:`mindory.search.routed`), so that block alone is searched, through its own
+    HNSW index (revision 0008): the same inner products."""
     dim = int(embedding.dim)
     qv = np.asarray(query, dtype=np.float32).reshape(-1)
     if qv.size != dim or n < 1:
@@ -92,7 +92,8 @@ def vector_search(
         if start < 0 or length < 1 or start + length > dim:
             raise ValueError(f"block {block} is outside a vector of {dim}")
         qv = qv[start : start + length]
-        vec = f"subvector(v.embedding::vector({dim}), {start + 1}, {length})"
+        # the expression of revision 0008's index over that half
+        vec = f"(subvector(v.embedding::vector({dim}), {start + 1}, {length})::vector({length}))"
         q = f"CAST(:q AS vector({length}))"
     params: dict[str, object] = {"q": _literal(qv), "n": n}
     where = filters.where(params, current="d.is_current")

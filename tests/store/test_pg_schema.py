@@ -1,6 +1,7 @@
-"""The same Alembic revisions on PostgreSQL: 0001-0007 up and down, revision 0007's
+"""The same Alembic revisions on PostgreSQL: 0001-0008 up and down, revision 0007's
 indexes and triggers (the vectors decoded exactly, one HNSW index per embedding space),
-and nothing of 0007 on SQLite."""
+revision 0008's index per half of the default embedder's vectors, and nothing of 0007 or
+0008 on SQLite."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def test_revisions_up_and_down_on_postgresql(pg_server: PgServer) -> None:
             indexes = _names(conn, "SELECT indexname FROM pg_indexes")
             assert {"ix_chunk_terms_tsv", "ix_chunks_text_trgm"} <= indexes
             assert "pg_chunk_vectors" in inspect(conn).get_table_names()
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0007"
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0008"
         downgrade(engine, "0006")
         with engine.connect() as conn:
             assert "pg_chunk_vectors" not in inspect(conn).get_table_names()
@@ -42,7 +43,7 @@ def test_revisions_up_and_down_on_postgresql(pg_server: PgServer) -> None:
         engine.dispose()
 
 
-def test_revision_0007_does_nothing_on_sqlite(tmp_path: Path) -> None:
+def test_revisions_0007_and_0008_do_nothing_on_sqlite(tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'lib.sqlite'}", 5000)
     try:
         upgrade(engine, "0006")
@@ -51,7 +52,7 @@ def test_revision_0007_does_nothing_on_sqlite(tmp_path: Path) -> None:
         upgrade(engine)
         with engine.connect() as conn:
             assert _names(conn, "SELECT name FROM sqlite_master") == before
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0007"
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0008"
     finally:
         engine.dispose()
 
@@ -102,3 +103,41 @@ def test_vectors_are_decoded_exactly_and_indexed(pg_server: PgServer, pg_templat
         lib.delete_book(lib.books()[0].id)
         with lib.engine.connect() as conn:
             assert conn.execute(text("SELECT count(*) FROM pg_chunk_vectors")).scalar() == 0
+
+
+def _hnsw(conn: object, embedding_id: int) -> set[str]:
+    return {
+        n.removeprefix(f"ix_pg_chunk_vectors_hnsw_{embedding_id}")
+        for n in _names(conn, "SELECT indexname FROM pg_indexes")
+        if n.startswith(f"ix_pg_chunk_vectors_hnsw_{embedding_id}")
+    }
+
+
+def test_the_default_embedders_halves_get_an_index_each(pg_server: PgServer) -> None:
+    engine = make_engine(pg_server.create_database("halves"), 60_000)
+    insert = (
+        "INSERT INTO embeddings (id, fingerprint, embedder_id, spec, dim, context_header, "
+        "is_current, version, created_at) VALUES (:i, :f, :e, :s, :d, false, false, 0, now())"
+    )
+    try:
+        upgrade(engine, "0007")
+        with engine.begin() as conn:  # a routed space made before 0008: one whole index
+            conn.execute(
+                text(insert), dict(i=1, f="a", e="minilm+e5-x-y-z-t1-768", s="minilm+e5", d=768)
+            )
+            assert _hnsw(conn, 1) == {""}
+        upgrade(engine)
+        with engine.begin() as conn:
+            assert _hnsw(conn, 1) == {"_a", "_b"}  # one per half, the whole one gone
+            conn.execute(
+                text(insert), dict(i=2, f="b", e="minilm+e5-x-y-z-t1-768", s="minilm+e5", d=768)
+            )
+            conn.execute(text(insert), dict(i=3, f="c", e="hashed-ngram-v1-384", s="hashed", d=384))
+            assert _hnsw(conn, 2) == {"_a", "_b"} and _hnsw(conn, 3) == {""}
+            conn.execute(text("DELETE FROM embeddings WHERE id = 2"))
+            assert _hnsw(conn, 2) == set()
+        downgrade(engine, "0007")
+        with engine.connect() as conn:
+            assert _hnsw(conn, 1) == {""} and _hnsw(conn, 3) == {""}
+    finally:
+        engine.dispose()
