@@ -70,8 +70,9 @@ VECTOR_WEIGHTS: Mapping[tuple[str, str], float] = {
     ("minilm", "zh"): 0.0,
     ("minilm", "ja"): 0.0,
     # MiniLM for Latin script, multilingual-e5 for Chinese and Japanese (routed.py): e5's
-    # list, floored (see FLOORED), at 0.5 took Chinese 0.670 → 0.688 and Japanese 0.575
-    # → 0.632 (0.4: 0.671 / 0.632, 0.6: 0.672 / 0.613).
+    # list, floored (see FLOORED), at 0.5 took Chinese 0.670 → 0.682 and Japanese 0.575
+    # → 0.632 through Library.search, 0.722 / 0.632 with the section titles routed.py
+    # adds (emulated without titles, 0.4: 0.671 / 0.632, 0.6: 0.672 / 0.613).
     ("minilm+e5", "latin"): 1.0,
     ("minilm+e5", "zh"): 0.5,
     ("minilm+e5", "ja"): 0.5,
