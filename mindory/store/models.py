@@ -349,6 +349,7 @@ class ReaderRow(Base):
     name: Mapped[str]
     token_hash: Mapped[str]
     created_at: Mapped[datetime]
+    password_hash: Mapped[str | None]
 
 
 class _PlaceColumns:
@@ -383,6 +384,7 @@ class PositionRow(_PlaceColumns, Base):
     device: Mapped[str]
     modified: Mapped[datetime]
     received_at: Mapped[datetime]
+    client: Mapped[dict[str, Any] | None]
 
 
 class BookmarkRow(_PlaceColumns, Base):
@@ -424,3 +426,44 @@ class JobRow(Base):
     updated_at: Mapped[datetime]
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+
+
+class DocumentKeyRow(Base):
+    """A KOReader document key of a book (revision 0009): ``method`` ``binary`` (the
+    partial MD5 of the file) or ``filename``; ``alias``: a key of an edition this book
+    replaced."""
+
+    __table__ = tables.document_key_table
+
+    id: Mapped[int]
+    book_sha256: Mapped[str]
+    method: Mapped[str]
+    key: Mapped[str]
+    alias: Mapped[bool]
+
+
+class BookDetailsRow(Base):
+    """What a catalogue shows beyond the book row, read once from the stored file."""
+
+    __table__ = tables.book_details_table
+
+    book_id: Mapped[int]
+    description: Mapped[str | None]
+    publisher: Mapped[str | None]
+    published: Mapped[str | None]
+    subjects: Mapped[list[str]]
+    cover_href: Mapped[str | None]
+    cover_type: Mapped[str | None]
+
+
+class BookImageRow(Base):
+    """A book's cover or thumbnail image (``kind``), made once."""
+
+    __table__ = tables.book_image_table
+
+    book_id: Mapped[int]
+    kind: Mapped[str]
+    media_type: Mapped[str]
+    width: Mapped[int]
+    height: Mapped[int]
+    data: Mapped[bytes]

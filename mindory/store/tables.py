@@ -49,13 +49,16 @@ __all__ = [
     "PG_VECTORS_TABLE",
     "TERMS_FTS_TABLE",
     "block_table",
+    "book_details_table",
     "book_file_table",
+    "book_image_table",
     "book_table",
     "bookmark_table",
     "chunk_table",
     "chunk_terms_table",
     "chunk_vector_table",
     "derivation_table",
+    "document_key_table",
     "embedding_table",
     "highlight_table",
     "is_model_name",
@@ -346,6 +349,8 @@ reader_table = Table(
     Column("name", String(64), nullable=False, unique=True),
     Column("token_hash", String(64), nullable=False, unique=True),
     _required("created_at", TIME),
+    # scrypt of the MD5 hex KOReader sends (revision 0009); NULL: tokens only
+    _optional("password_hash", Text),
 )
 
 
@@ -381,6 +386,7 @@ position_table = Table(
     _required("device", String(128)),
     _required("modified", TIME),
     _required("received_at", TIME),
+    _optional("client", JSON),  # what the app sent beside the place (KOReader: progress, …)
     Index(None, "reader_id", "book_sha256", "modified"),
 )
 
@@ -419,4 +425,40 @@ job_table = Table(
     _optional("started_at", TIME),
     _optional("finished_at", TIME),
     Index(None, "state", "created_at"),
+)
+
+# ------------------------------------------------------------------ reading apps (0009)
+
+document_key_table = Table(
+    "document_keys",
+    METADATA,
+    _id(),
+    _required("book_sha256", String(64)),  # like positions: the book by SHA-256, no key
+    _required("method", String(16)),  # "binary" (partial MD5) | "filename"
+    Column("key", String(64), nullable=False, index=True),
+    _flag("alias", False),  # a key of an older edition this book replaced
+    UniqueConstraint("book_sha256", "method", "key"),
+)
+
+book_details_table = Table(
+    "book_details",
+    METADATA,
+    _book_id(primary_key=True),
+    _optional("description", Text),
+    _optional("publisher", Text),
+    _optional("published", String(64)),
+    _required("subjects", JSON),
+    _optional("cover_href", Text),  # the cover image's ZIP member (EPUB)
+    _optional("cover_type", String(64)),
+)
+
+book_image_table = Table(
+    "book_images",
+    METADATA,
+    _book_id(primary_key=True),
+    Column("kind", String(16), primary_key=True),  # "cover" | "thumbnail"
+    _required("media_type", String(64)),
+    _required("width", Integer),
+    _required("height", Integer),
+    _required("data", LargeBinary),
 )

@@ -29,7 +29,7 @@ def test_revisions_up_and_down_on_postgresql(pg_server: PgServer) -> None:
             indexes = _names(conn, "SELECT indexname FROM pg_indexes")
             assert {"ix_chunk_terms_tsv", "ix_chunks_text_trgm"} <= indexes
             assert "pg_chunk_vectors" in inspect(conn).get_table_names()
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0008"
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0009"
         downgrade(engine, "0006")
         with engine.connect() as conn:
             assert "pg_chunk_vectors" not in inspect(conn).get_table_names()
@@ -49,7 +49,7 @@ def test_revisions_0007_and_0008_do_nothing_on_sqlite(tmp_path: Path) -> None:
         upgrade(engine, "0006")
         with engine.connect() as conn:
             before = _names(conn, "SELECT name FROM sqlite_master")
-        upgrade(engine)
+        upgrade(engine, "0008")
         with engine.connect() as conn:
             assert _names(conn, "SELECT name FROM sqlite_master") == before
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0008"
