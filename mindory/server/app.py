@@ -63,7 +63,7 @@ from mindory.server.guard import (
 from mindory.server.jobs import Isolation, JobManager
 from mindory.server.params import ServerContext
 from mindory.server.routes import annotations as annotation_routes
-from mindory.server.routes import books, highlights, positions, reading
+from mindory.server.routes import books, highlights, kosync, opds, positions, reading, readium
 from mindory.server.routes import jobs as job_routes
 from mindory.server.shapes import ERROR_RESPONSES
 
@@ -149,6 +149,9 @@ def create_app(
 
     ctx = ServerContext(lib, jobs, token, folder, uploads, max_upload_bytes)
     for routes in (books, reading, highlights, annotation_routes, positions, job_routes):
+        routes.add_routes(api, ctx)
+    # reading apps (docs/apps.md): OPDS catalogues, Readium manifests, KOReader sync
+    for routes in (opds, readium, kosync):
         routes.add_routes(api, ctx)
     app.include_router(api)
 

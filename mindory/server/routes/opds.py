@@ -1,0 +1,10 @@
+"""Routes for reading apps: opds (docs/apps.md). Filled in by the reading-apps work."""
+
+from fastapi import APIRouter
+
+from mindory.server.params import ServerContext
+
+
+def add_routes(api: APIRouter, ctx: ServerContext) -> None:
+    """Add these routes to ``api``."""
+    del api, ctx
