@@ -33,3 +33,20 @@ def corpus_file(name: str) -> Path:
             pytest.fail(f"corpus file missing on CI: {path}")
         pytest.skip(f"SKIPPED LOUDLY: corpus file {path} is not here (tests read ../shared/corpus)")
     return path
+
+
+CONFORMANCE = ROOT.parent / "shared" / "conformance"
+
+
+def conformance_file(name: str) -> Path:
+    """A file of ../shared/conformance (official schemas, KOReader's contract); skip
+    loudly if absent, but never on CI."""
+    path = CONFORMANCE / name
+    if not path.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"conformance file missing on CI: {path}")
+        pytest.skip(
+            f"SKIPPED LOUDLY: conformance file {path} is not here "
+            "(tests read ../shared/conformance)"
+        )
+    return path

@@ -127,7 +127,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "users": (
         "mindory.cli.readers",
         "users",
-        "Readers of this library: add (prints a token once), list, remove.",
+        "Readers of this library: add (prints a token once), passwd, list, remove.",
     ),
     "verify": (
         "mindory.cli.books",

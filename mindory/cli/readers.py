@@ -82,6 +82,37 @@ def users_add(ctx: click.Context, name: str, as_json: bool) -> None:
     )
 
 
+@users.command("passwd")
+@click.argument("name")
+@click.option(
+    "--password-stdin",
+    is_flag=True,
+    help="Read the password from standard input (its first line) instead of asking.",
+)
+@click.pass_context
+def users_passwd(ctx: click.Context, name: str, password_stdin: bool) -> None:
+    """Set a reader's password: HTTP Basic on the OPDS catalogue and KOReader's sync
+    (only a salted scrypt hash of it is stored)."""
+    lib = library(ctx)
+    lib.reader_id(name)  # a missing reader is an error before any question
+    if password_stdin:
+        line = sys.stdin.readline()
+        password = line[:-1] if line.endswith("\n") else line
+        password = password[:-1] if password.endswith("\r") else password
+    else:
+        password = click.prompt(
+            f"Password for {name}", hide_input=True, confirmation_prompt=True, err=True
+        )
+    if not password:
+        raise click.UsageError("the password is empty")
+    lib.set_password(name, password)
+    click.echo(
+        f"mindory: {name!r} can now sign in with this password (OPDS apps: HTTP Basic; "
+        "KOReader: progress sync at /kosync)",
+        err=True,
+    )
+
+
 @users.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context

@@ -391,7 +391,16 @@ def new_edition(
     texts = SectionText.from_book(book)
     reports = move_highlights(st, s, olds, book.sha256, book.format, texts, place)
     reports += _move_places(st, s, olds, book.sha256, book.format, texts, place)
+    _alias_keys(s, olds, book.sha256)
     return {"replaces": tuple(olds), "reanchored": tuple(reports)}
+
+
+def _alias_keys(s: Session, olds: Sequence[str], new_sha: str) -> None:
+    """KOReader's document keys of the replaced files, kept as aliases of the new edition."""
+    from mindory.store.document_keys import add_aliases
+
+    for old in olds:
+        add_aliases(s, old, new_sha)
 
 
 def reanchor_stored(st: State, result: ImportResult, old: str) -> ImportResult:
@@ -410,6 +419,7 @@ def reanchor_stored(st: State, result: ImportResult, old: str) -> ImportResult:
         texts = section_texts_of(st, w, row)
         reports = move_highlights(st, w, [old], row.sha256, row.format, texts, place)
         reports += _move_places(st, w, [old], row.sha256, row.format, texts, place)
+        _alias_keys(w, [old], row.sha256)
     return replace(result, replaces=(old,), reanchored=tuple(reports))
 
 

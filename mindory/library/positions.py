@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
@@ -155,11 +156,14 @@ def set_position(
     device: str,
     modified: str | datetime,
     reader: str = LOCAL_READER,
+    client: dict[str, Any] | None = None,
 ) -> Position:
     """Keep the reader's position in the book as ``device`` sent it at ``modified`` (the
     client's time). An older ``modified`` than the newest kept one (or the same one with
     another place) raises :class:`~mindory.errors.ConflictError` carrying the current
-    position, and writes nothing; the very same write again returns it unchanged."""
+    position, and writes nothing; the very same write again returns it unchanged.
+    ``client``: what the app sent beside the place (KOReader: its xpointer, percentage,
+    device id), kept with the row, never used to place it."""
     device = check_device(device)
     when = parse_time(modified)
     row, values = _resolved(st, ref, place)
@@ -185,6 +189,7 @@ def set_position(
             modified=when,
             received_at=datetime.now(UTC),
             reanchored=None,
+            client=client,
             **values,
         )
         w.add(new)

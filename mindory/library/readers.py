@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from mindory.errors import MindoryError, NotFoundError
+from mindory.library.passwords import Checked, hash_sync_key, is_sync_key, sync_key
 from mindory.library.state import State
 from mindory.store.annotations import utc
 from mindory.store.models import LOCAL_READER, ReaderRow
@@ -40,13 +41,18 @@ __all__ = [
     "reader_for_token",
     "reader_id_of",
     "reader_named",
+    "reader_for_password",
+    "reader_for_sync_key",
     "readers",
+    "register_sync_reader",
     "remove_reader",
+    "set_password",
     "token_hash",
 ]
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 TOKEN_BYTES = 32
+MAX_PASSWORD = 1024
 
 
 def reader_id_of(name: str) -> str:
@@ -179,3 +185,57 @@ def reader_for_token(st: State, token: str) -> str | None:
 def has_readers(st: State) -> bool:
     with st.read() as s:
         return count_readers(s) > 0
+
+
+# --------------------------------------------------------------------------- passwords
+
+_checked = Checked()
+
+
+def set_password(st: State, name: str, password: str) -> Reader:
+    """Give a reader a password (for HTTP Basic and KOReader's sync); only a salted
+    scrypt of its MD5 is stored (:mod:`mindory.library.passwords`)."""
+    if not password:
+        raise MindoryError("a password cannot be empty")
+    if len(password) > MAX_PASSWORD:
+        raise MindoryError(f"a password is at most {MAX_PASSWORD} characters")
+    return _set_sync_key(st, name, sync_key(password))
+
+
+def _set_sync_key(st: State, name: str, key: str) -> Reader:
+    stored = hash_sync_key(key)
+    with st.write() as w:
+        row = reader_by_name(w, name)
+        if row is None:
+            raise NotFoundError(f"no reader named {name!r} (see `mindory users list`)")
+        row.password_hash = stored
+        return _reader(row)
+
+
+def register_sync_reader(st: State, name: str, key: str) -> Reader:
+    """KOReader's registration: a new reader whose password's MD5 is ``key`` (their
+    token is made and never shown: they sign in with the password)."""
+    if not is_sync_key(key):
+        raise MindoryError("the sync key must be the MD5 hex digest KOReader sends")
+    add_reader(st, name)
+    return _set_sync_key(st, name, key.lower())
+
+
+def reader_for_sync_key(st: State, name: str, key: str) -> str | None:
+    """The id of reader ``name`` if ``key`` is their password's MD5, else None."""
+    if not name or not key or not is_sync_key(key):
+        return None
+    with st.read() as s:
+        row = reader_by_name(s, name)
+        stored = row.password_hash if row is not None else None
+        rid = row.id if row is not None else None
+    if stored is None or rid is None:
+        return None
+    return rid if _checked.verify(name, key, stored) else None
+
+
+def reader_for_password(st: State, name: str, password: str) -> str | None:
+    """The id of reader ``name`` if ``password`` is theirs (HTTP Basic), else None."""
+    if not password or len(password) > MAX_PASSWORD:
+        return None
+    return reader_for_sync_key(st, name, sync_key(password))

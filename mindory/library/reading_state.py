@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from mindory.library.annotations import AnnotationImport, QuotedHighlight
+    from mindory.library.kosync import SyncProgress, SyncPushed
     from mindory.library.readers import NewReader, Reader, RemovedReader
     from mindory.reading.anchoring import SectionText
     from mindory.reading.highlights import Calibration, Highlight, Unset
@@ -233,6 +234,61 @@ class ReadingStateMethods:
         from mindory.library import readers
 
         return readers.has_readers(self.state)
+
+    # ------------------------------------------------------------------ passwords, KOReader
+
+    def set_password(self, name: str, password: str) -> Reader:
+        """Give reader ``name`` a password (HTTP Basic on the catalogue, KOReader's sync)."""
+        from mindory.library import readers
+
+        return readers.set_password(self.state, name, password)
+
+    def reader_for_password(self, name: str, password: str) -> str | None:
+        """The id of reader ``name`` when ``password`` is theirs (HTTP Basic), else None."""
+        from mindory.library import readers
+
+        return readers.reader_for_password(self.state, name, password)
+
+    def reader_for_sync_key(self, name: str, key: str) -> str | None:
+        """The id of reader ``name`` when ``key`` is their password's MD5 (KOReader)."""
+        from mindory.library import readers
+
+        return readers.reader_for_sync_key(self.state, name, key)
+
+    def register_sync_reader(self, name: str, key: str) -> Reader:
+        """KOReader's registration: a new reader whose password's MD5 is ``key``."""
+        from mindory.library import readers
+
+        return readers.register_sync_reader(self.state, name, key)
+
+    def push_progress(
+        self,
+        *,
+        document: str,
+        progress: object,
+        percentage: object,
+        device: object,
+        device_id: object = None,
+        reader: str | None = None,
+    ) -> SyncPushed:
+        """Keep a position KOReader pushed (its document key and xpointer)."""
+        from mindory.library import kosync
+
+        return kosync.push_progress(
+            self.state,
+            document=document,
+            progress=progress,
+            percentage=percentage,
+            device=device,
+            device_id=device_id,
+            reader=reader or LOCAL_READER,
+        )
+
+    def pull_progress(self, document: str, *, reader: str | None = None) -> SyncProgress:
+        """The reader's newest position in the book KOReader names, as an xpointer."""
+        from mindory.library import kosync
+
+        return kosync.pull_progress(self.state, document, reader=reader or LOCAL_READER)
 
     # ------------------------------------------------------------------ positions, bookmarks
 

@@ -78,6 +78,7 @@ def create_app(
     upload_dir: str | os.PathLike[str] | None = None,
     import_workers: int = 1,
     import_isolation: Isolation | None = None,
+    kosync_registration: bool = False,
 ) -> FastAPI:
     """The mindory HTTP API over the library at ``library_path_or_url`` (see
     :func:`mindory.library.resolve_url`; None: the default library).
@@ -88,6 +89,8 @@ def create_app(
     where imports run (:mod:`mindory.server.jobs`); default: a child process.
     ``import_workers``: import jobs this process runs at once (0: none, the jobs wait for
     another server or a ``mindory worker``; jobs are database rows).
+    ``kosync_registration``: KOReader's "register" creates readers (off: the protocol's
+    refusal, 402 "User registration is disabled.").
     """
     if max_upload_bytes < 1:
         raise ValueError("max_upload_bytes must be positive")
@@ -147,7 +150,7 @@ def create_app(
     dependencies = [Depends(HTTPBearer(auto_error=False))] if token else []
     api = APIRouter(responses=ERROR_RESPONSES, dependencies=dependencies)
 
-    ctx = ServerContext(lib, jobs, token, folder, uploads, max_upload_bytes)
+    ctx = ServerContext(lib, jobs, token, folder, uploads, max_upload_bytes, kosync_registration)
     for routes in (books, reading, highlights, annotation_routes, positions, job_routes):
         routes.add_routes(api, ctx)
     # reading apps (docs/apps.md): OPDS catalogues, Readium manifests, KOReader sync

@@ -45,8 +45,16 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 # Served without a token: the reader page's own files and the API description
 # hold no library data (the page asks for the token and sends it).
-PUBLIC_PATHS = frozenset({"/", "/favicon.ico", "/openapi.json", "/docs", "/docs/oauth2-redirect"})
-PUBLIC_PREFIXES = ("/static/", "/docs-assets/")
+PUBLIC_PATHS = frozenset(
+    {"/", "/favicon.ico", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/opds/v2/auth.json"}
+)
+# KOReader's sync routes check its own headers (x-auth-user, x-auth-key) and answer the
+# protocol's errors themselves (mindory/server/routes/kosync.py).
+PUBLIC_PREFIXES = ("/static/", "/docs-assets/", "/kosync/")
+OPDS_PREFIX = "/opds"
+OPDS2_PREFIX = "/opds/v2"
+BASIC_REALM = 'Basic realm="mindory", charset="UTF-8"'
+OPDS_AUTH_TYPE = "application/opds-authentication+json"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 INDEX_CSP = (
@@ -188,6 +196,8 @@ class Readers(Protocol):
 
     def reader_for_token(self, token: str) -> str | None: ...
 
+    def reader_for_password(self, name: str, password: str) -> str | None: ...
+
 
 def reader_of(scope: Scope) -> str:
     """The reader the guard found for this request (the local reader without readers)."""
@@ -264,6 +274,7 @@ class Guard:
         if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
             return None
         given = self._given(headers)
+        basic = basic_credentials(headers.get("authorization", ""))
         if self.token is not None and self._authorized(given):
             return None
         readers = self.readers
@@ -275,28 +286,37 @@ class Guard:
                 if found is not None:
                     state["reader"] = found
                     return None
+            if basic is not None:
+                found = await run_in_threadpool(readers.reader_for_password, *basic)
+                if found is not None:
+                    state["reader"] = found
+                    return None
+        sent = bool(given) or basic is not None
         if self.token is None:
             has = readers is not None and await run_in_threadpool(readers.has_readers)
             if not has:
-                return None  # one implicit local reader, no token (as without readers)
-            message = (
-                "unknown bearer token: it is no reader's (see `mindory users list`)"
-                if given
-                else "this library has readers: send Authorization: Bearer <your token>"
-            )
+                return None  # one implicit local reader, no credentials needed (as today)
+            if basic is not None:
+                message = "wrong user name or password (HTTP Basic)"
+            elif sent:
+                message = "unknown bearer token: it is no reader's (see `mindory users list`)"
+            else:
+                message = (
+                    "this library has readers: send your token (Authorization: Bearer "
+                    "<token>, from `mindory users add`) or your user name and password "
+                    "(HTTP Basic, set with `mindory users passwd`)"
+                )
         else:
-            message = (
-                "unknown bearer token: neither MINDORY_TOKEN nor a reader's"
-                if given
-                else "missing bearer token (send Authorization: Bearer <MINDORY_TOKEN or a "
-                "reader's token>)"
-            )
-        return error_response(
-            401,
-            message,
-            {"kind": "Unauthorized"},
-            headers={"WWW-Authenticate": 'Bearer realm="mindory"'},
-        )
+            if basic is not None:
+                message = "wrong user name or password (HTTP Basic)"
+            elif sent:
+                message = "unknown bearer token: neither MINDORY_TOKEN nor a reader's"
+            else:
+                message = (
+                    "missing credentials (send Authorization: Bearer <MINDORY_TOKEN or a "
+                    "reader's token>, or a reader's user name and password as HTTP Basic)"
+                )
+        return unauthorized(path, message)
 
     @staticmethod
     def _given(headers: Headers) -> list[bytes]:
@@ -317,6 +337,49 @@ class Guard:
         for candidate in given:
             ok |= hmac.compare_digest(candidate, self.token)
         return ok
+
+
+def basic_credentials(authorization: str) -> tuple[str, str] | None:
+    """(user name, password) of an ``Authorization: Basic`` header, or None."""
+    import base64
+    import binascii
+
+    scheme, _, value = authorization.strip().partition(" ")
+    if scheme.lower() != "basic" or not value.strip():
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    name, colon, password = decoded.partition(":")
+    if not colon or not name:
+        return None
+    return name, password
+
+
+def unauthorized(path: str, message: str) -> Response:
+    """401 with the challenge the client at ``path`` understands: HTTP Basic for the OPDS
+    catalogue (e-ink apps send nothing else; OPDS 2 also gets its authentication
+    document as the body), Bearer for the API."""
+    if path == OPDS2_PREFIX or path.startswith(OPDS2_PREFIX + "/"):
+        from mindory.server.opds.auth import authentication_document
+
+        return JSONResponse(
+            authentication_document(""),
+            status_code=401,
+            media_type=OPDS_AUTH_TYPE,
+            headers={"WWW-Authenticate": BASIC_REALM},
+        )
+    if path == OPDS_PREFIX or path.startswith(OPDS_PREFIX + "/"):
+        return error_response(
+            401, message, {"kind": "Unauthorized"}, headers={"WWW-Authenticate": BASIC_REALM}
+        )
+    return error_response(
+        401,
+        message,
+        {"kind": "Unauthorized"},
+        headers={"WWW-Authenticate": 'Bearer realm="mindory"'},
+    )
 
 
 class BodyTooLarge(StarletteHTTPException):

@@ -170,3 +170,4 @@ class ServerContext:
     folder: Path | None
     uploads: Path | None
     max_upload_bytes: int
+    kosync_registration: bool = False  # KOReader may create readers (serve --kosync-registration)

@@ -101,6 +101,11 @@ def check_bind(host: str, token: str | None) -> None:
     type=click.IntRange(1, 64),
     help="uvicorn worker processes (more than 1 needs a PostgreSQL library).",
 )
+@click.option(
+    "--kosync-registration",
+    is_flag=True,
+    help="Let KOReader's progress sync register new readers at /kosync (off: refused).",
+)
 @click.option("--log-level", default="info", show_default=True, help="uvicorn log level.")
 @click.pass_context
 def serve(
@@ -114,6 +119,7 @@ def serve(
     upload_dir: Path | None,
     import_workers: int,
     workers: int,
+    kosync_registration: bool,
     log_level: str,
 ) -> None:
     """Serve the library over HTTP: the JSON API, its docs at /docs, a reader at /."""
@@ -134,6 +140,7 @@ def serve(
             import_isolation=import_isolation,
             import_workers=import_workers,
             upload_dir=upload_dir,
+            kosync_registration=kosync_registration,
         )
     except MindoryError as exc:
         click.echo(f"mindory: error: {exc}", err=True)
@@ -158,6 +165,7 @@ def serve(
             "import_isolation": import_isolation,
             "import_workers": import_workers,
             "upload_dir": str(upload_dir) if upload_dir is not None else None,
+            "kosync_registration": kosync_registration,
         }
     )
     uvicorn.run(
@@ -198,6 +206,7 @@ def app_from_env() -> FastAPI:
         import_isolation=settings.get("import_isolation"),
         import_workers=int(settings.get("import_workers", 1)),
         upload_dir=settings.get("upload_dir"),
+        kosync_registration=bool(settings.get("kosync_registration", False)),
     )
 
 

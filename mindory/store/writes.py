@@ -135,6 +135,10 @@ def insert_book(s: Session, prepared: PreparedBook, now: datetime) -> tuple[int,
             "size": len(data),
         },
     )
+    # KOReader's names for this file (its progress sync finds the book by them)
+    from mindory.store.document_keys import insert_keys
+
+    insert_keys(s, book.sha256, data, book.file_name)
     utf16 = getattr(book.source, "utf16", None) if book.format == "txt" else None
     section_rows = [
         {
