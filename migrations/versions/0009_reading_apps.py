@@ -15,6 +15,7 @@ What OPDS catalogues, Readium manifests and KOReader's progress sync need (docs/
 * ``book_images``: the cover and its thumbnail, made once (``kind`` cover | thumbnail).
 * ``positions.client``: what the app sent beside the place (KOReader: its ``progress``
   xpointer, ``percentage`` and ``device_id``), kept but never trusted over the place.
+* two indexes on ``books`` for the catalogue's orders (by title; newest first).
 
 Portable operations only; the added column goes through a batch operation for SQLite.
 
@@ -37,6 +38,9 @@ ROW_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
+    # the catalogue's two orders: by title, newest first (OPDS pages)
+    op.create_index(op.f("ix_books_title_sha256"), "books", ["title", "sha256"], unique=False)
+    op.create_index(op.f("ix_books_imported_at_id"), "books", ["imported_at", "id"], unique=False)
     with op.batch_alter_table("readers") as batch:
         batch.add_column(sa.Column("password_hash", sa.Text(), nullable=True))
     with op.batch_alter_table("positions") as batch:
@@ -98,3 +102,5 @@ def downgrade() -> None:
         batch.drop_column("client")
     with op.batch_alter_table("readers") as batch:
         batch.drop_column("password_hash")
+    op.drop_index(op.f("ix_books_imported_at_id"), table_name="books")
+    op.drop_index(op.f("ix_books_title_sha256"), table_name="books")

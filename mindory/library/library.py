@@ -32,7 +32,9 @@ from mindory.store.engine import DEFAULT_BUSY_TIMEOUT_MS, open_engine
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from mindory.library import opds
     from mindory.library.copying import CopyReport
+    from mindory.library.manifest import ReadiumManifest, ReadiumPositions
     from mindory.library.records import (
         EmbedResult,
         ImportFailure,
@@ -433,3 +435,95 @@ class Library(ReadingStateMethods):
         from mindory.library import locating
 
         return locating.locate_chunk(self.state, ref, chunk, page_size=page_size)
+
+    # --- OPDS catalogue (mindory.library.opds; docs/opds.md)
+
+    def catalogue_page(
+        self,
+        *,
+        sort: str = "title",
+        author: str | None = None,
+        language: str | None = None,
+        book_format: str | None = None,
+        query: str | None = None,
+        page: int = 1,
+        per_page: int = 50,
+    ) -> opds.CataloguePage:
+        """One page of books (by ``title`` or ``new``est first), narrowed by author,
+        language (``und``: none), format and words of a title or author, with facet
+        counts; details are read from the stored files on first need. A page past the
+        end is a NotFoundError."""
+        from mindory.library import opds as catalogue_opds
+
+        return catalogue_opds.page(
+            self.state,
+            sort=sort,
+            author=author,
+            language=language,
+            book_format=book_format,
+            query=query,
+            page_no=page,
+            per_page=per_page,
+        )
+
+    def catalogue_entry(self, book_id: str) -> opds.CatalogueEntry:
+        """One book of the catalogue by its full id (SHA-256), with its details."""
+        from mindory.library import opds as catalogue_opds
+
+        return catalogue_opds.entry(self.state, book_id)
+
+    def catalogue_authors(self, *, page: int = 1, per_page: int = 50) -> opds.NamePage:
+        """One page of authors by name, with how many books each has."""
+        from mindory.library import opds as catalogue_opds
+
+        return catalogue_opds.authors(self.state, page_no=page, per_page=per_page)
+
+    def catalogue_languages(self) -> tuple[opds.NameCount, ...]:
+        """Every language with how many books it has (``und``: books without one)."""
+        from mindory.library import opds as catalogue_opds
+
+        return catalogue_opds.languages(self.state)
+
+    def catalogue_summary(self) -> opds.CatalogueSummary:
+        """How many books, authors and languages the catalogue has."""
+        from mindory.library import opds as catalogue_opds
+
+        return catalogue_opds.summary(self.state)
+
+    def catalogue_thumbnail(self, book_id: str) -> opds.Image:
+        """The book's cover as a JPEG thumbnail (made once, then kept)."""
+        from mindory.library import opds as catalogue_opds
+
+        return catalogue_opds.thumbnail(self.state, book_id)
+
+    def catalogue_passages(self, query: str, *, k: int = 50) -> opds.PassageResult:
+        """The books whose passages match ``query`` (:meth:`search`), best first, each
+        with its best passages (section, source span, chunk, Locator)."""
+        from mindory.library import opds as catalogue_opds
+
+        return catalogue_opds.passages(self.state, self.search, query, k=k)
+
+    def catalogue_refresh_details(self) -> int:
+        """Read the catalogue details of every book that has none yet (they are read on
+        first need otherwise); returns how many books were read."""
+        from mindory.library import opds as catalogue_opds
+
+        return catalogue_opds.refresh_details(self.state)
+
+    # --- Readium (mindory.library.manifest; docs/readium.md)
+
+    def readium_manifest(
+        self, ref: str, *, self_url: str, text_type: str | None = None
+    ) -> ReadiumManifest:
+        """The book as a Readium Web Publication Manifest (``self_url``: its absolute URL;
+        ``text_type``: the media type a plain-text book's file is served with)."""
+        from mindory.library import manifest
+
+        return manifest.manifest(self.state, ref, self_url=self_url, text_type=text_type)
+
+    def readium_positions(self, ref: str, *, text_type: str | None = None) -> ReadiumPositions:
+        """The book's Readium positions list: one Locator per position, as Readium's
+        toolkits count them, each with mindory's exact place (section, source offsets, CFI)."""
+        from mindory.library import manifest
+
+        return manifest.positions(self.state, ref, text_type=text_type)

@@ -157,6 +157,10 @@ book_table = Table(
     _required("imported_at", TIME),
 )
 
+# The catalogue's two orders (OPDS feeds page through them: mindory/store/catalogue.py).
+Index(None, book_table.c.title, book_table.c.sha256)
+Index(None, book_table.c.imported_at, book_table.c.id)
+
 book_file_table = Table(
     "book_files",
     METADATA,
