@@ -130,6 +130,16 @@ def resolve_place(
         return place_of(places, s, row, ordinal), start
     if place.total_progression is not None:
         return _total(st, conn, s, row, place.total_progression)
+    if place.position is not None:  # Readium's position N: the place an app shows for it
+        from mindory.library.manifest import resolve_position
+
+        return resolve_position(st, conn, s, row, place.position)
+    if place.progression is not None and place.href is not None:
+        from mindory.library.manifest import resolve_progression
+
+        found = resolve_progression(st, conn, s, row, place.href, place.progression)
+        if found is not None:  # an href of the Readium manifest: Readium's rule
+            return found
     p = place_of(places, s, row, _section_of(s, row, place))
     if place.offset is not None:
         return p, _from_offset(p, place.offset, place.unit)

@@ -27,12 +27,12 @@ Decisions where the specifications leave room:
   are within the file.
 * **totalProgression** — the span start among all source characters of the
   book (EPUB: the sections' source texts in spine order; plain text: the file).
-* **position** (Readium) — one position per :data:`POSITION_CHARS` (1024)
-  source code points of a resource, counted from 1 across the publication; each
-  resource contributes ``max(1, ceil(length / 1024))`` positions (an empty
-  spine item still has one), and a span gets the position of its start.
-  Readium itself measures EPUB resources in bytes of the file; mindory counts
-  the characters a reader sees, so positions track text, not markup.
+* **position** (Readium) — given ``resource_positions`` (what the library gives every
+  stored book), Readium's own numbering (:mod:`mindory.reading.readium`): positions from
+  the ZIP entries' compressed sizes over the reading order, and a span gets the position
+  a Readium navigator shows at its start. Without them (an in-memory book, a book file
+  that cannot be read) the stand-in is one position per :data:`POSITION_CHARS` (1024)
+  source code points of a resource (``max(1, ceil(length / 1024))`` each).
 * **text.before / text.after** — :data:`CONTEXT_CHARS` (64) code points of raw
   source text on each side (Readium: DOM characters), clipped at the section
   edges; ``text.highlight`` is exactly the source slice.
@@ -70,6 +70,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from mindory.importers.cfi import EPUBJS, SPEC, CfiDocument, CfiError, parse_cfi
+from mindory.reading.readium import position_in_publication
 from mindory.reading.units import (
     CFI_CONFORMS_TO,
     CONTEXT_CHARS,
@@ -158,6 +159,9 @@ class SectionPlace:
     # has them without Block objects: a place read from the store for a search (its
     # ``blocks`` are then empty; a Locator needs only these positions).
     block_spans: tuple[np.ndarray, np.ndarray] | None = None
+    # Readium position counts of the resources of ``resource_source_lengths`` (0: a
+    # resource outside Readium's reading order); None: the per-1024-characters stand-in.
+    resource_positions: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.book_format not in FORMATS:
@@ -186,6 +190,8 @@ class SectionPlace:
                 f"section source [{self.source_start}, {self.source_start + n}) runs past its "
                 f"resource ({lengths[self.resource_index]} characters)"
             )
+        if self.resource_positions is not None and len(self.resource_positions) != len(lengths):
+            raise ValueError("resource_positions must count every resource's positions")
         if self.utf16 is None and self.utf16_source_start is None and self.source_start:
             raise ValueError(
                 "a section that does not start at source 0 needs `utf16` (the file-global "
@@ -272,8 +278,20 @@ class SectionPlace:
         before, total, _ = self._resources_before
         return (before + source_pos) / total if total else 0.0
 
+    @cached_property
+    def _readium_before(self) -> int:
+        return sum((self.resource_positions or ())[: self.resource_index])
+
     def position(self, source_pos: int) -> int:
         """Readium position (from 1 across the publication) of ``source_pos``."""
+        if self.resource_positions is not None:
+            return position_in_publication(
+                self.resource_positions,
+                self.resource_index,
+                source_pos,
+                self.resource_source_lengths[self.resource_index],
+                self._readium_before,
+            )
         _, _, positions_before = self._resources_before
         own = _positions_of(self.resource_source_lengths[self.resource_index])
         return positions_before + min(source_pos // POSITION_CHARS, own - 1) + 1
@@ -309,11 +327,13 @@ def places_from_book(
     cfis: Mapping[int, CfiDocument] | None = None,
     *,
     only: int | None = None,
+    resource_positions: tuple[int, ...] | None = None,
 ) -> tuple[SectionPlace, ...]:
     """Places of every section of an in-memory book (or only of section ``only``).
 
     ``cfis`` overrides the CFI tables by ordinal; otherwise a section's table is
-    ``section.dom.cfi`` when present.
+    ``section.dom.cfi`` when present. ``resource_positions``: Readium's position counts
+    (:attr:`SectionPlace.resource_positions`), when the caller has the ZIP's sizes.
     """
     if book.format not in FORMATS:
         raise ValueError(f"book format must be 'txt' or 'epub', not {book.format!r}")
@@ -370,6 +390,7 @@ def places_from_book(
                 utf16=utf16,
                 utf16_source_start=u16_start,
                 byte_offset=byte_offset,
+                resource_positions=resource_positions,
             )
         )
     return tuple(out)

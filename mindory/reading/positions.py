@@ -1,12 +1,13 @@
 """Reading positions and bookmarks: what a client sends, what the library returns (pure).
 
 A **place** a reader keeps (where they are, what they bookmarked) arrives as a Locator in
-one of four forms (:class:`PlaceIn`): an EPUB ``cfi`` (a point, or a range's start), a
+one of five forms (:class:`PlaceIn`): an EPUB ``cfi`` (a point, or a range's start), a
 ``section`` + ``offset`` in book source coordinates (``unit`` ``codepoint`` or
 ``utf16``: plain text counts from the file's start, EPUB from the section's — as a
 chunk's ``source_start`` / ``utf16_start``), a ``progression`` (0–1) in a section (named
-by ``section`` or ``href``), or a ``totalProgression`` (0–1) in the book. The library
-resolves it into the full :class:`~mindory.reading.locate.Locator` and keeps it like a
+by ``section`` or ``href``), a ``totalProgression`` (0–1) in the book, or a Readium
+``position`` (from 1, over the positions list: :mod:`mindory.reading.readium`). The
+library resolves it into the full :class:`~mindory.reading.locate.Locator` and keeps it like a
 highlight: book source coordinates of an edition plus a text quote (``exact``: up to
 :data:`PLACE_QUOTE_CHARS` code points after the place — before it at a section's end —
 with 32 code points of ``prefix`` / ``suffix``), so a new edition re-anchors it.
@@ -69,6 +70,12 @@ def _fraction(value: Any, what: str) -> float:
     return f
 
 
+def _position(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MindoryError(f"a locator's position must be a whole number ≥ 1, not {value!r}")
+    return value
+
+
 def _str(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 4096:
         raise MindoryError(f"a locator's {what} must be a non-empty string")
@@ -86,6 +93,7 @@ class PlaceIn:
     progression: float | None = None
     total_progression: float | None = None
     href: str | None = None
+    position: int | None = None  # Readium's, from 1 (mindory.reading.readium)
 
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
@@ -95,13 +103,15 @@ class PlaceIn:
             self.offset is not None,
             self.progression is not None,
             self.total_progression is not None,
+            self.position is not None,
         ]
         if sum(forms) != 1:
             if sum(forms) == 0 and (self.section is not None or self.href is not None):
                 return  # a section (or href) alone: its start
             raise MindoryError(
                 "a locator names its place one way: a cfi, or section + offset, or "
-                "progression (with section or href), or totalProgression"
+                "progression (with section or href), or totalProgression, or a Readium "
+                "position"
             )
         if self.cfi is not None and (self.section is not None or self.href is not None):
             raise MindoryError("give either a CFI or a section / href, not both")
@@ -113,19 +123,23 @@ class PlaceIn:
             self.section is not None or self.href is not None
         ):
             raise MindoryError("totalProgression counts in the whole book: give no section")
+        if self.position is not None and (self.section is not None or self.href is not None):
+            raise MindoryError("a Readium position counts in the whole book: give no section")
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PlaceIn:
         """From the flat form (``cfi``, ``section``, ``offset``, ``unit``, ``progression``,
-        ``totalProgression``, ``href``) or a Readium / mindory Locator (``href``,
-        ``section``, ``locations.cfi`` / ``progression`` / ``totalProgression``,
-        ``source.start`` or ``source.utf16Start``). MindoryError if malformed."""
+        ``totalProgression``, ``href``, ``position``) or a Readium / mindory Locator
+        (``href``, ``section``, ``locations.cfi`` / ``progression`` / ``position`` /
+        ``totalProgression``, ``source.start`` or ``source.utf16Start``). MindoryError if
+        malformed."""
         if not isinstance(data, Mapping):
             raise MindoryError("a locator must be a JSON object")
         section, href, unit = data.get("section"), data.get("href"), data.get("unit", "codepoint")
         cfi, offset = data.get("cfi"), data.get("offset")
         progression, total = data.get("progression"), data.get("totalProgression")
-        flat = any(v is not None for v in (cfi, offset, progression, total))
+        position = data.get("position")
+        flat = any(v is not None for v in (cfi, offset, progression, total, position))
         if not flat and ("locations" in data or "source" in data):
             # A Locator (Readium's, or one mindory returned): its most exact form wins.
             locations, source = data.get("locations") or {}, data.get("source") or {}
@@ -139,6 +153,8 @@ class PlaceIn:
                 cfi, section, href = locations["cfi"], None, None
             elif locations.get("progression") is not None and (section, href) != (None, None):
                 progression = locations["progression"]
+            elif locations.get("position") is not None:
+                position, section, href = locations["position"], None, None
             elif locations.get("totalProgression") is not None:
                 total, section, href = locations["totalProgression"], None, None
         if not isinstance(unit, str):
@@ -151,6 +167,7 @@ class PlaceIn:
             progression=_fraction(progression, "progression") if progression is not None else None,
             total_progression=_fraction(total, "totalProgression") if total is not None else None,
             href=_str(href, "href") if href is not None else None,
+            position=_position(position) if position is not None else None,
         )
 
 

@@ -407,9 +407,10 @@ class HighlightPatch(BaseModel):
 class PlaceFields(BaseModel):
     """A place in a book, one way (docs/reading-state.md): a `cfi`; or `section` +
     `offset` (book source coordinates in `unit`); or `progression` (0–1) with `section`
-    or `href`; or `totalProgression` (0–1); or a whole `locator` (Readium's, or one
-    mindory returned: its `section` + `source.start`, else `locations.cfi`, else
-    `locations.progression`, else `locations.totalProgression`)."""
+    or `href`; or `totalProgression` (0–1); or a Readium `position` (from 1); or a whole
+    `locator` (Readium's, or one mindory returned: its `section` + `source.start`, else
+    `locations.cfi`, else `locations.progression`, else `locations.position`, else
+    `locations.totalProgression`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 
@@ -425,6 +426,9 @@ class PlaceFields(BaseModel):
     progression: float | None = Field(default=None, ge=0.0, le=1.0)
     total_progression: float | None = Field(default=None, ge=0.0, le=1.0, alias="totalProgression")
     href: str | None = Field(default=None, min_length=1, max_length=4096)
+    position: int | None = Field(
+        default=None, ge=1, le=10**9, description="A Readium position (GET …/positions)."
+    )
     locator: dict[str, Any] | None = None
 
     def place_json(self) -> dict[str, Any]:
@@ -436,6 +440,7 @@ class PlaceFields(BaseModel):
             "progression": self.progression,
             "totalProgression": self.total_progression,
             "href": self.href,
+            "position": self.position,
         }
         given = {k: v for k, v in flat.items() if v is not None}
         if self.locator is not None:

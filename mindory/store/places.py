@@ -87,12 +87,20 @@ class BookFacts:
     file_name: str
     lengths: tuple[int, ...]
     bytes: ByteOffsets | None
+    positions: tuple[int, ...] | None = None  # Readium position counts (reading/readium.py)
 
 
 # Statements built once (building a select costs more than running it here).
 _BOOKS_STMT = select(
-    BookRow.id, BookRow.sha256, BookRow.title, BookRow.format, BookRow.file_name
+    BookRow.id, BookRow.sha256, BookRow.title, BookRow.format, BookRow.file_name, BookRow.file_size
 ).where(BookRow.id.in_(bindparam("ids", expanding=True)))
+
+
+_SPINE_STMT = (
+    select(SectionRow.href, SectionRow.linear)
+    .where(SectionRow.book_id == bindparam("id"))
+    .order_by(SectionRow.ordinal)
+)
 
 
 _TXT_LENGTH_STMT = select(func.max(SectionRow.source_start + SectionRow.source_length)).where(
@@ -229,6 +237,8 @@ class PlaceCache:
         self._chars = 0
         self._bytes: dict[str, ByteOffsets] = {}
         self.book_lengths: dict[str, tuple[int, ...]] = {}  # book sha -> resource lengths
+        # book sha -> Readium position counts per resource (None: the file is unreadable)
+        self.book_positions: dict[str, tuple[int, ...] | None] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -266,6 +276,7 @@ class PlaceCache:
             self._items.clear()
             self._bytes.clear()
             self.book_lengths.clear()
+            self.book_positions.clear()
             self._chars = 0
 
 
@@ -294,7 +305,8 @@ class Places:
         if not wanted:
             return
         cache = self._cache
-        for book_id, sha, title, fmt, file_name in self._conn.execute(_BOOKS_STMT, {"ids": wanted}):
+        rows = self._conn.execute(_BOOKS_STMT, {"ids": wanted})
+        for book_id, sha, title, fmt, file_name, file_size in rows:
             lengths = cache.book_lengths.get(sha)
             if lengths is None:
                 if fmt == "txt":  # one resource: the file (its sections are contiguous)
@@ -307,7 +319,26 @@ class Places:
                     )
                 cache.book_lengths[sha] = lengths
             byte_offsets = cache.byte_offsets(self._read_book, sha) if fmt == "txt" else None
-            self._books[int(book_id)] = BookFacts(sha, title, fmt, file_name, lengths, byte_offsets)
+            if sha not in cache.book_positions:
+                cache.book_positions[sha] = self._positions(int(book_id), sha, fmt, file_size)
+            self._books[int(book_id)] = BookFacts(
+                sha, title, fmt, file_name, lengths, byte_offsets, cache.book_positions[sha]
+            )
+
+    def _positions(self, book_id: int, sha: str, fmt: str, size: int) -> tuple[int, ...] | None:
+        """Readium's position counts of the book's resources (plain text: the one file,
+        by its size; EPUB: from its ZIP entries). None when the file cannot be read."""
+        from mindory.reading.readium import epub_position_counts, position_count
+
+        if fmt == "txt":
+            return (position_count(int(size)),)
+        from mindory.importers.epub_safety import open_checked
+
+        spine = [(h, bool(lin)) for h, lin in self._conn.execute(_SPINE_STMT, {"id": book_id})]
+        try:
+            return epub_position_counts(open_checked(self._read_book(sha), sha), spine)
+        except MindoryError:
+            return None
 
     def book(self, book_id: int) -> BookFacts:
         if book_id not in self._books:
@@ -404,6 +435,7 @@ class Places:
             cfi=cfi,
             utf16_source_start=int(u16),
             byte_offset=facts.bytes,
+            resource_positions=facts.positions,
         )
 
     def know_bytes(self, book_id: int, row: Any) -> None:

@@ -29,6 +29,7 @@ from mindory.server.params import (
     not_modified,
     safe_file_name,
 )
+from mindory.server.routes.readium import CORS_HEADERS
 from mindory.server.shapes import BookDetailOut, BookOut, HealthOut, JobOut
 
 
@@ -184,7 +185,8 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
         """The original file, byte for byte (EPUB, or the text in its own encoding)."""
         info = lib.book(book)
         etag = f'"{info.id}"'
-        headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
+        # readable from any origin: a Readium manifest's reading order (routes/readium.py)
+        headers = {"ETag": etag, "Cache-Control": "private, no-cache", **CORS_HEADERS}
         if not_modified(request, etag):
             return Response(status_code=304, headers=headers)
         data = lib.book_file(info.id)
@@ -219,6 +221,7 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
             "ETag": etag,
             "Cache-Control": "private, no-cache",
             "Content-Security-Policy": RESOURCE_CSP,
+            **CORS_HEADERS,  # readable from any origin: a Readium manifest links it
         }
         if not_modified(request, etag):
             return Response(status_code=304, headers=headers)
