@@ -14,7 +14,8 @@
 // which paints ranges without touching the DOM, so offsets stay valid.
 //
 // Reading positions (docs/reading-state.md, "Reader page"): the place the page keeps is the
-// first character on screen, as (section, book source offset in code points). When the
+// first character on screen (after a link, a hit or a restore: exactly that place until the
+// reader scrolls), as (section, book source offset in code points). When the
 // reader stops moving for SAVE_DELAY_MS (and when the page is hidden) it is PUT to
 // /books/{id}/position with this browser's device id and the client's time; opening a book
 // without a place restores the newest position; the URL fragment names the book and the
@@ -53,6 +54,7 @@ const state = {
     pending: null, // the last text selection in the chapter (typing a note takes the focus)
     busy: 0,
     place: null, // {book, section, offset, utf16}: the first character on screen (book source coordinates)
+    anchor: null, // {view, section, u16, scroll}: the place the page scrolled to itself (see anchorPlace)
     savedPlace: null, // the place the server keeps (saved, restored or adopted): no need to PUT it again
     position: null, // the last position answer of the server (PUT, GET or a 409's detail.current)
     positionLog: [], // what the page sent and got: {kind: 'put'|'restore'|'conflict'|'error', ...}
@@ -247,8 +249,24 @@ function injectHighlightStyle(doc) {
     ;(doc.head || doc.documentElement).appendChild(style)
 }
 
+/**
+ * Scroll a range into view along the block axis: horizontal text puts its top 30% down the
+ * view; vertical text (columns, scrolled sideways: a negative scrollLeft in vertical-rl)
+ * puts its first column 30% in from the block-start edge (the right in vertical-rl, the
+ * left in vertical-lr) — less when that keeps a range that fits wholly on screen.
+ */
 function scrollToRange(range, view = state.view) {
     const rect = range.getBoundingClientRect()
+    const axis = blockAxis(view)
+    if (axis !== 'tb') {
+        const box = scrollBox(view)
+        const width = box.right - box.left
+        const first = nonEmptyRects(range)[0] || rect
+        const pad = Math.max(first.width / 2, Math.min(width * 0.3, (width - rect.width) / 2))
+        const left = axis === 'rl' ? rect.right - (box.right - pad) : rect.left - (box.left + pad)
+        scroller(view).scrollBy({ top: 0, left: Math.round(left), behavior: 'instant' })
+        return
+    }
     if (view.kind === 'epub') {
         view.win.scrollBy({ top: rect.top - view.win.innerHeight * 0.3, left: 0, behavior: 'instant' })
     } else {
@@ -258,12 +276,27 @@ function scrollToRange(range, view = state.view) {
     }
 }
 
-/** Whether (part of) the range is inside the visible area of its scroller. */
+/** Whether (part of) the range is inside the visible area of its scroller (both axes in vertical text). */
 function isRangeVisible(range, view = state.view) {
+    if (blockAxis(view) !== 'tb') {
+        const box = scrollBox(view)
+        return nonEmptyRects(range).some(r =>
+            r.right > box.left && r.left < box.right && r.bottom > box.top && r.top < box.bottom)
+    }
     const rect = range.getBoundingClientRect()
     if (view.kind === 'epub') return rect.bottom > 0 && rect.top < view.win.innerHeight
     const pane = $('#pane').getBoundingClientRect()
     return rect.bottom > pane.top && rect.top < pane.bottom
+}
+
+/** The element (or window) that scrolls the view's text. */
+const scroller = view => view.kind === 'epub' ? view.win : $('#pane')
+
+/** Where the view's scroller is scrolled to. */
+function scrollOffsets(view) {
+    if (view.kind === 'epub') return { x: view.win.scrollX, y: view.win.scrollY }
+    const pane = $('#pane')
+    return { x: pane.scrollLeft, y: pane.scrollTop }
 }
 
 // ------------------------------------------------------------------ books and sections
@@ -418,6 +451,7 @@ async function jumpTo(sectionNo, sourceOffset) {
     const local = Math.max(0, sourceOffset - section.source_start)
     const u16 = cpToUtf16(section.source_text, local)
     const range = rangeFromUtf16(state.view.doc, state.view.root, u16, u16)
+    state.anchor = null
     scrollToRange(range)
 }
 
@@ -540,10 +574,14 @@ function placeAt(section, u16) {
     return { book: state.book.id, section: section.ordinal, offset: section.source_start + local, utf16: section.utf16_start + u16 }
 }
 
-/** The place the reader is at: the first character on screen. */
+/**
+ * The place the reader is at: the first character on screen — or, right after the page itself
+ * scrolled to a place (anchorPlace) and until the reader scrolls, exactly that place.
+ */
 function currentPlace() {
     if (!state.book || !state.section || !state.view) return null
-    return placeAt(state.section, visibleUtf16().start)
+    const anchored = anchoredUtf16()
+    return placeAt(state.section, anchored ?? visibleUtf16().start)
 }
 
 /** What is on screen, in book source coordinates (code points and UTF-16). */
@@ -580,16 +618,55 @@ function scrollPlaceToTop(u16, view = state.view) {
     if (!rect) return
     const box = scrollBox(view)
     const axis = blockAxis(view)
+    // Vertical text: half a character more, for the ruby on the block-start side of the
+    // column (and whole pixels: the column is never clipped by a rounded scroll offset).
+    const pad = rect.width / 2
     const by = axis === 'tb' ? { top: rect.top - box.top, left: 0 }
-        : axis === 'rl' ? { top: 0, left: rect.right - box.right } : { top: 0, left: rect.left - box.left }
-    const scroller = view.kind === 'epub' ? view.win : $('#pane')
-    scroller.scrollBy({ ...by, behavior: 'instant' })
+        : axis === 'rl' ? { top: 0, left: Math.ceil(rect.right - box.right + pad) }
+            : { top: 0, left: Math.floor(rect.left - box.left - pad) }
+    scroller(view).scrollBy({ ...by, behavior: 'instant' })
+}
+
+/**
+ * The page itself has just brought section-local UTF-16 offset `u16` on screen (a link, a
+ * search hit, a highlight, a restored or adopted position): until the reader scrolls, that
+ * is the place — exactly, not the first character of its line or column, nor the first
+ * character on screen above a range shown 30% down the view. Nothing is anchored when the
+ * place is not on screen (not laid out, or past where the scroller can go).
+ */
+function anchorPlace(u16, view = state.view) {
+    state.anchor = null
+    if (!view || !state.section) return
+    const total = boxedNodes(view) && view.textLength
+    if (!(u16 >= 0 && u16 < total)) return
+    let rects = []
+    try { rects = nonEmptyRects(rangeFromUtf16(view.doc, view.root, u16, Math.min(total, u16 + 32))) } catch { return }
+    const box = scrollBox(view)
+    const r = rects[0]
+    if (!r || !(r.right > box.left && r.left < box.right && r.bottom > box.top && r.top < box.bottom)) return
+    state.anchor = { view, section: state.section, u16, scroll: scrollOffsets(view) }
+}
+
+/** The anchored place's UTF-16 offset while the view has not moved since, else null. */
+function anchoredUtf16() {
+    const a = state.anchor
+    if (!a) return null
+    const now = state.view && scrollOffsets(state.view)
+    if (a.view === state.view && a.section === state.section && now &&
+        Math.abs(now.x - a.scroll.x) <= 1 && Math.abs(now.y - a.scroll.y) <= 1) return a.u16
+    state.anchor = null // the reader moved on
+    return null
 }
 
 /** Open `section` with `offset` (book source coordinates, code points) at the top. */
 async function goToPlace(sectionNo, offset) {
     const section = await openSection(sectionNo)
-    if (offset !== null && offset !== undefined) scrollPlaceToTop(localUtf16(section, offset))
+    state.anchor = null
+    if (offset !== null && offset !== undefined) {
+        const u16 = localUtf16(section, offset)
+        scrollPlaceToTop(u16)
+        anchorPlace(u16)
+    }
     state.place = currentPlace()
     return state.place
 }
@@ -1049,6 +1126,8 @@ async function openHit(hit) {
         paint(MATCH, words)
         if (hit.align === 'top') scrollPlaceToTop(hit.utf16Start - base)
         else scrollToRange(range)
+        anchorPlace(hit.utf16Start - base)
+        placeMoved() // a move, saved like a scroll (also when the hit was on screen already)
         for (const btn of document.querySelectorAll('#hits button'))
             btn.classList.toggle('active', Boolean(hit.chunkId) && btn.dataset.chunk === hit.chunkId)
         setStatus(`§${hit.section} UTF-16 [${hit.utf16Start}, ${hit.utf16End}) — code points [${hit.sourceStart}, ${hit.sourceEnd})`)
