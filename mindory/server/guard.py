@@ -273,6 +273,8 @@ class Guard:
         path: str = scope.get("path", "/")
         if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
             return None
+        if scope.get("method") == "OPTIONS" and "access-control-request-method" in headers:
+            return None  # a CORS preflight carries no credentials (Fetch spec); it reads nothing
         given = self._given(headers)
         basic = basic_credentials(headers.get("authorization", ""))
         if self.token is not None and self._authorized(given):

@@ -65,3 +65,17 @@ def test_a_loopback_library_without_readers_is_open(tmp_path: Path) -> None:
         assert c.get("/opds").status_code == 200
         # an app configured with a user name still gets in (the credentials are ignored)
         assert c.get("/opds/v2", headers=_basic("someone", "x")).status_code == 200
+
+
+def test_a_cors_preflight_needs_no_credentials(library: tuple[str, str]) -> None:
+    """A web Readium app on another origin asks first, without credentials (Fetch)."""
+    path, token = library
+    with TestClient(
+        create_app(path, token="server-token", import_isolation="thread"), base_url=LOCAL
+    ) as c:
+        book = c.get("/books", headers={"authorization": f"Bearer {token}"}).json()[0]["id"]
+        ask = {"origin": "https://reader.example", "access-control-request-method": "GET"}
+        r = c.options(f"/books/{book}/manifest.json", headers=ask)
+        assert r.status_code in (200, 204), r.text
+        assert r.headers["access-control-allow-origin"] == "*"
+        assert c.get(f"/books/{book}/manifest.json").status_code == 401  # the read still asks
