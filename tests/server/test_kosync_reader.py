@@ -37,7 +37,7 @@ class Case:
 
 def _cases() -> dict[str, Case]:
     return {
-        "wasteland": Case("wasteland", SAMPLES / "wasteland.epub", 1, 1200, 2400),
+        "wasteland": Case("wasteland", SAMPLES / "wasteland.epub", 0, 1200, 2400),
         "shuihu": Case(
             "shuihu", corpus_file("epub2_zh-TW_shuihu-zhuan-haodoo.epub"), 4, 5100, 7000
         ),
@@ -95,7 +95,7 @@ def test_koreader_position_opens_the_reader_page_there_and_back(served: Served, 
     pushed = _text_char(served.url, book, case.section, case.pushed)
     with Library.open(served.db) as lib:
         xpointer = xpointer_of(lib.state, book, case.section, pushed)
-    assert xpointer.startswith("/body/DocFragment[")
+    assert xpointer.startswith("/body/DocFragment")
     with httpx.Client(base_url=served.url, timeout=60) as client:
         r = client.put(
             "/kosync/syncs/progress",
