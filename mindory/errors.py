@@ -43,3 +43,7 @@ class ConflictError(MindoryError):
     def __init__(self, message: str, *, current: object = None) -> None:
         super().__init__(message)
         self.current = current
+
+
+class XPointerError(MindoryError):
+    """A KOReader (crengine) xpointer that is malformed or names no place in the book."""
