@@ -231,3 +231,36 @@ def test_without_readers_the_local_reader_syncs(library_path: str) -> None:
     with _client(library_path) as c:
         assert c.get("/kosync/users/auth", headers=_auth("anyone", "0" * 32)).status_code == 200
         assert c.get(f"/kosync/syncs/progress/{binary}", headers=_auth()).json() == {}
+
+
+def test_a_plain_text_book_round_trips(library_path: str) -> None:
+    """KOReader's default layout of a .txt (one <pre> per non-blank line): the web
+    reader's place pulled as an xpointer, pushed back from KOReader, the same character."""
+    news = SAMPLES / "news-from-nowhere.txt"
+    with Library.open(library_path) as lib:
+        book = lib.import_book(news, embed=False).book
+        section = int(lib.locate(book, offset=5000).position["section"])
+    binary, _ = _keys(news)
+    with _client(library_path) as c:
+        r = c.put(
+            f"/books/{book}/position",
+            json={
+                "device": "web",
+                "modified": "2026-12-01T10:00:00Z",
+                "section": section,
+                "offset": 5000,
+            },
+        )
+        assert r.status_code == 200, r.text
+        pulled = c.get(f"/kosync/syncs/progress/{binary}", headers=_auth()).json()
+        assert pulled["progress"].startswith("/FictionBook/body/pre[")
+        body = {
+            "document": binary,
+            "progress": pulled["progress"],
+            "percentage": 0.2,
+            "device": "Kindle",
+        }
+        assert c.put("/kosync/syncs/progress", json=body, headers=_auth()).status_code == 200
+        kept = c.get(f"/books/{book}/position").json()
+        assert kept["device"] == "Kindle"
+        assert (kept["locator"]["section"], kept["locator"]["source"]["start"]) == (section, 5000)
