@@ -35,6 +35,11 @@ const CHUNK_PAGE = 5000
 const SAVE_DELAY_MS = 1000 // a position is saved this long after the reader stops moving
 const PLACE_QUOTE_CHARS = 32 // code points painted at a point place (the server's quote)
 const DEVICE_KEY = 'mindory_device'
+// What a 401 tells the reader: the token is their own (readers: docs/reading-state.md).
+const SIGN_IN_HELP = 'enter your own reader token above. `mindory users add NAME` prints it once, ' +
+    'when the reader is made: ask whoever runs this server for yours. Catalogue apps (OPDS, ' +
+    'KOReader) sign in with your user name and password instead (`mindory users passwd NAME` ' +
+    'sets it). A server started with MINDORY_TOKEN also takes that token here.'
 
 const $ = sel => document.querySelector(sel)
 
@@ -80,7 +85,8 @@ async function request(path, options = {}) {
     const res = await fetch(path, { ...options, headers })
     if (res.status === 401) {
         $('#token-form').hidden = false
-        throw new ApiError(401, 'this server needs a token: enter MINDORY_TOKEN above')
+        throw new ApiError(401, (state.token ? 'this token is not accepted: ' : 'this server needs your token: ') +
+            SIGN_IN_HELP)
     }
     if (!res.ok) {
         let body = null
@@ -1493,6 +1499,7 @@ function wire() {
         e.preventDefault()
         useToken($('#token').value.trim())
         $('#token-form').hidden = true
+        setStatus('') // the sign-in message is answered (a refusal brings it back)
         start().catch(() => {})
     })
     let timer = null
