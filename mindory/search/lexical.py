@@ -12,6 +12,10 @@ work stays bounded (the SQL itself is :mod:`mindory.store.fts`).
   continuations than that is too common to rank by;
 * when nothing else is left (a one-character query, or only two-letter words), the
   chunks are scanned (:func:`mindory.store.fts.scan_search`).
+
+SQLite asks its FTS5 trigram table; PostgreSQL asks the same questions of ``pg_trgm``
+(:mod:`mindory.store.pg_search`: the same counts, expansions and FTS5 ``bm25()``), so
+both databases answer the same list (issue 24; ``tests/search/test_pg_parity.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy.engine import Connection
 
 from mindory.search.analysis import QueryTerms, unique
+from mindory.store import pg_search
 from mindory.store.fts import (
     Filters,
     bm25_search,
@@ -83,7 +88,7 @@ def lexical_search(
     expansions: list[tuple[str, int]] = []
     unexpandable: list[str] = []
     for term in terms.short_terms():
-        found = short_term_expansions(conn, term)
+        found = _expansions(conn, term)
         if found is None:
             unexpandable.append(term)
         else:
@@ -93,7 +98,9 @@ def lexical_search(
         if terms.short_terms() and not unexpandable:
             return []  # a two-character term that occurs nowhere
         return scan(conn, terms, limit=limit, filters=filters)
-    counts = {p: capped_count(conn, p, selective_rows) for p in phrases}
+    counts = _counts(conn, phrases, selective_rows)
+    # Counts below the cap are exact: PostgreSQL's bm25 takes them as document frequencies.
+    exact = {p: n for p, n in counts.items() if n < selective_rows} | dict(expansions)
     selective = sorted((p for p in phrases if counts[p] < selective_rows), key=counts.__getitem__)
     if selective:
         # The rarest terms, until the chunks they hold reach the budget: bm25() then
@@ -108,24 +115,62 @@ def lexical_search(
             rows += counts[p]
         rest = [p for p in phrases if p not in chosen and counts[p] > 0]
         rare = [t for t, doc in expansions if doc < selective_rows]
-        expression = " OR ".join(map(fts_quote, chosen + rare))
         if not rest:
-            return bm25_search(conn, expression, limit, filters)
+            return _bm25(conn, chosen + rare, limit, filters, exact)
         depth = max(limit, RERANK_DEPTH)
-        ranked = bm25_search(conn, expression, depth, filters)
+        ranked = _bm25(conn, chosen + rare, depth, filters, exact)
         return _rescore(conn, ranked, rest, counts)[:limit]
     if expansions:
-        return bm25_search(conn, " OR ".join(fts_quote(t) for t, _ in expansions), limit, filters)
+        return _bm25(conn, [t for t, _ in expansions], limit, filters, exact)
     # Only common terms: the chunks holding both of the two longest (an intersection
     # is cheap to rank), else those holding the longest one.
     common = [p for p in phrases if counts[p] > 0]
     if not common:
         return []
     if len(common) >= 2:
-        both = bm25_search(conn, " AND ".join(map(fts_quote, common[:2])), limit, filters)
+        both = _bm25(conn, common[:2], limit, filters, exact, all_of=True)
         if both:
             return both
-    return bm25_search(conn, fts_quote(common[0]), limit, filters)
+    return _bm25(conn, common[:1], limit, filters, exact)
+
+
+def _postgres(conn: Connection) -> bool:
+    return conn.dialect.name == "postgresql"
+
+
+def _expansions(conn: Connection, term: str) -> list[tuple[str, int]] | None:
+    """The indexed trigrams starting with a two-character term (FTS5's vocabulary, or
+    the chunks on PostgreSQL), None when too many."""
+    if _postgres(conn):
+        return pg_search.trigram_expansions(conn, term)
+    return short_term_expansions(conn, term)
+
+
+def _counts(conn: Connection, phrases: Sequence[str], cap: int) -> dict[str, int]:
+    """How many chunks hold each phrase, counting no further than ``cap``."""
+    if _postgres(conn):
+        return pg_search.trigram_counts(conn, phrases, cap)  # one statement
+    return {p: capped_count(conn, p, cap) for p in phrases}
+
+
+def _bm25(
+    conn: Connection,
+    phrases: Sequence[str],
+    limit: int,
+    filters: Filters,
+    doc_counts: Mapping[str, int],
+    *,
+    all_of: bool = False,
+) -> list[tuple[int, float]]:
+    """FTS5's ranking of the OR (``all_of``: AND) of ``phrases`` over current chunks;
+    on PostgreSQL the same scores computed from ``pg_trgm`` (``doc_counts``: the exact
+    chunk counts known already)."""
+    if _postgres(conn):
+        return pg_search.trigram_bm25(
+            conn, phrases, limit, filters, all_of=all_of, doc_counts=doc_counts
+        )
+    expression = (" AND " if all_of else " OR ").join(map(fts_quote, phrases))
+    return bm25_search(conn, expression, limit, filters)
 
 
 BM25_K1 = 1.2  # FTS5's bm25() constant (columnsize=0: no length normalization)

@@ -179,10 +179,8 @@ def search(
                         or weights is None
                         or weights.get("lexical", 0) > 0
                     ):
-                        # (no FTS5 trigram table: the ranked scan, pg_trgm-backed on
-                        # PostgreSQL)
-                        lexical = lexical_search if sv.has_fts(conn) else scan
-                        lists["lexical"] = lexical(conn, terms, limit=n, filters=filters)
+                        # FTS5's trigram table, or pg_trgm asked the same (issue 24)
+                        lists["lexical"] = lexical_search(conn, terms, limit=n, filters=filters)
                 else:
                     lists["lexical"] = scan(conn, terms, limit=n, filters=filters)
                 timings["lexical"] = 1000 * (perf_counter() - t)

@@ -115,7 +115,8 @@ def bm25_search(
     conn: Connection, expression: str, limit: int, filters: Filters, table: str = FTS_TABLE
 ) -> list[tuple[int, float]]:
     """The best ``limit`` chunks of current derivations for an FTS expression over
-    ``table`` (the trigram index, or the word index: ``chunk_terms_fts``)."""
+    ``table`` (the trigram index, or the word index: ``chunk_terms_fts``); equal
+    scores by row id, as PostgreSQL orders them (:mod:`mindory.store.pg_search`)."""
     if filters.book_id is None and filters.section_id is None:
         # Rank in the FTS table alone (no join per matching row), then keep the
         # current chunks among the first few; join only if too few of them are.
@@ -125,7 +126,7 @@ def bm25_search(
             for i, s in conn.execute(
                 text(
                     f"SELECT rowid, bm25({table}) AS s FROM {table} "
-                    f"WHERE {table} MATCH :q ORDER BY s LIMIT :n"
+                    f"WHERE {table} MATCH :q ORDER BY s, rowid LIMIT :n"
                 ),
                 {"q": expression, "n": wide},
             )
@@ -141,7 +142,7 @@ def bm25_search(
         "JOIN chunks AS c ON c.id = f.rowid "
         "JOIN derivations AS d ON d.id = c.derivation_id "
         f"WHERE {table} MATCH :q AND {where} "
-        "ORDER BY s LIMIT :n"
+        "ORDER BY s, f.rowid LIMIT :n"
     )
     return [(int(i), -float(s)) for i, s in conn.execute(text(sql), params)]
 
