@@ -6,7 +6,9 @@ the HTTP API), one-line errors. May import the library room (and the server, in
 only when that command runs, so ``mindory --help`` loads click and nothing else.
 
 Every library command opens the library given by ``--db`` (or ``MINDORY_DB``, else
-``MINDORY_DATABASE_URL``, else the library in the user data directory). Errors print
+``MINDORY_DATABASE_URL``, else the library in the user data directory). ``--db`` and
+``--user`` are taken before the command's name or after it (the last one given wins).
+Errors print
 one line ``mindory: error: …`` and exit non-zero; ``--debug`` shows the traceback. A
 closed pipe (``mindory export BOOK | head``) ends quietly with status 141, as a shell
 command killed by SIGPIPE does.
@@ -163,6 +165,45 @@ def _pipe_closed() -> None:
     sys.exit(141)
 
 
+# The library-wide options, also accepted after any command or subcommand (as in
+# sqlite-utils and llm): `mindory annotations export --user alice`. The environment
+# (MINDORY_DB, MINDORY_USER) is read by the root options only; a value given on the
+# command line after the command replaces the root's: the one given last wins.
+_LIBRARY_OPTIONS: dict[str, tuple[str, str]] = {
+    "db": ("PATH", "The library, as `mindory --db PATH` (or MINDORY_DB)."),
+    "user": ("NAME", "Act for this reader, as `mindory --user NAME` (or MINDORY_USER)."),
+}
+
+
+def _keep_in_root(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    from click.core import ParameterSource
+
+    if value is None or ctx.get_parameter_source(param.name or "") != ParameterSource.COMMANDLINE:
+        return
+    assert param.name is not None
+    ctx.find_root().ensure_object(dict)[param.name.removeprefix("library_")] = value
+
+
+def _take_library_options(command: click.Command) -> None:
+    """Give ``command`` (and every subcommand of a group) ``--db`` and ``--user``, unless
+    it has an option of that name already (``serve --db``). Idempotent."""
+    taken = {o for p in command.params for o in p.opts}
+    for name, (metavar, text) in _LIBRARY_OPTIONS.items():
+        if f"--{name}" not in taken:
+            command.params.append(
+                click.Option(
+                    [f"--{name}", f"library_{name}"],  # its own name: no clash with params
+                    metavar=metavar,
+                    expose_value=False,
+                    callback=_keep_in_root,
+                    help=text,
+                )
+            )
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _take_library_options(sub)
+
+
 class _Main(click.Group):
     """Loads each command's module on first use, and turns every uncaught error into one
     line (or a traceback with --debug)."""
@@ -177,6 +218,7 @@ class _Main(click.Group):
         module, attribute, _help = found
         command = getattr(importlib.import_module(module), attribute)
         assert isinstance(command, click.Command)
+        _take_library_options(command)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

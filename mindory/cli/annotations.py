@@ -139,14 +139,17 @@ def _write(path: Path, text: str) -> None:
 @annotations_group.command("export")
 @click.argument("book", required=False)
 @click.option(
-    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE."
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to FILE (- : standard output, the default).",
 )
 @click.pass_context
 def annotations_export(ctx: click.Context, book: str | None, output: Path | None) -> None:
     """Write your highlights of BOOK (default: every book) as one AnnotationCollection."""
     doc = library(ctx).export_annotations(book, reader=_reader(ctx))
     text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
-    if output is None:
+    if output is None or str(output) == "-":  # `-` is standard output, as everywhere
         sys.stdout.write(text)
         return
     if not output.expanduser().parent.is_dir():

@@ -18,6 +18,7 @@ from mindory.cli.common import (
     err_console,
     library,
     make_settings,
+    middle_ellipsis,
     print_json,
     settings_options,
     snippet,
@@ -26,9 +27,11 @@ from mindory.errors import MindoryError
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
+    from rich.table import Table
     from rich.tree import Tree
 
     from mindory.library import ImportFailure, ImportResult, ProgressFn, TocNode
+    from mindory.reading.highlights import ReanchorReport
 
 
 @contextmanager
@@ -84,19 +87,82 @@ def _say(line: str) -> None:
     err_console().print(line, markup=False, highlight=False, soft_wrap=True)
 
 
+# What a new edition did to each kind of reading state, in the order people read them.
+_KINDS = {
+    "highlight": ("highlight", "highlights"),
+    "position": ("reading position", "reading positions"),
+    "bookmark": ("bookmark", "bookmarks"),
+}
+_HOW = {
+    "position": "by position",
+    "exact": "by exact quote",
+    "normalized": "by normalized quote",
+    "fuzzy": "by fuzzy match",
+}
+
+
+def _reanchored_counts(reports: Sequence[ReanchorReport]) -> str:
+    """``1 highlight (1 by exact quote), 2 reading positions (1 by position, 1 orphaned)``:
+    each kind counted apart (a status is how a thing was placed, not what it is)."""
+    parts = []
+    for kind in [*_KINDS, *sorted({r.kind for r in reports} - set(_KINDS))]:
+        of_kind = [r for r in reports if r.kind == kind]
+        if not of_kind:
+            continue
+        one, many = _KINDS.get(kind, (kind, kind + "s"))
+        statuses: dict[str, int] = {}
+        for r in of_kind:
+            statuses[r.status] = statuses.get(r.status, 0) + 1
+        how = ", ".join(
+            f"{n} {_HOW.get(status, status)}"
+            for status, n in sorted(statuses.items(), key=lambda item: item[0] == "orphaned")
+        )
+        parts.append(f"{len(of_kind)} {one if len(of_kind) == 1 else many} ({how})")
+    return ", ".join(parts)
+
+
 def _say_reanchored(result: ImportResult) -> None:
-    """What a new edition did to the old one's highlights: counts, and every orphan."""
+    """What a new edition did to the old one's highlights, reading positions and
+    bookmarks: counts per kind, and every orphan."""
     if not result.replaces:
         return
-    counts: dict[str, int] = {}
-    for r in result.reanchored:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    told = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "none"
     olds = ", ".join(sha[:12] for sha in result.replaces)
-    _say(f"mindory: new edition of {olds}: highlights re-anchored: {told}")
+    told = _reanchored_counts(result.reanchored)
+    _say(
+        f"mindory: new edition of {olds}: "
+        + (f"re-anchored {told}" if told else "nothing to re-anchor")
+    )
     for r in result.reanchored:
         if r.status == "orphaned":
-            _say(f"mindory: orphaned: {r.old_exact[:60]!r} (section {r.old_section}): {r.note}")
+            _say(
+                f"mindory: orphaned {_KINDS.get(r.kind, (r.kind,))[0]}: {r.old_exact[:60]!r} "
+                f"(section {r.old_section}): {r.note}"
+            )
+
+
+# The import table's columns after the file name and their widths in characters (the
+# title wraps, never narrower than this; the others never wrap).
+_COLUMNS = {"status": 9, "title": 10, "sections": 8, "chunks": 6, "embedded": 8, "seconds": 7}
+
+
+def _import_table(names: Sequence[str], console_width: int) -> tuple[Table, int, bool]:
+    """The empty import table for a console this wide, the width of its file names
+    (cut in the middle to fit: the ends of `txt_zh-Hant_honglou-meng_gbk_crlf.txt`
+    tell files apart, not their starts), and whether it has the seconds column (not
+    under 100 columns: it is in --json)."""
+    from rich.table import Table
+
+    timed = console_width >= 100
+    columns = {k: v for k, v in _COLUMNS.items() if timed or k != "seconds"}
+    frame = 3 * (len(columns) + 1) + 1  # each column's padding and border, the edges
+    room = console_width - sum(columns.values()) - frame
+    width = max(12, min(max(map(len, names), default=4), 40, room))
+    table = Table(title="import")
+    table.add_column("file", no_wrap=True, min_width=width, max_width=width)
+    for name in columns:
+        wraps = name == "title"
+        table.add_column(name, no_wrap=not wraps, min_width=_COLUMNS[name] if wraps else None)
+    return table, width, timed
 
 
 def _status_style(status: str) -> str:
@@ -183,26 +249,26 @@ def import_(
             }
         )
     else:
-        from rich.table import Table  # rich loads only to draw a table
+        from rich.markup import escape  # rich loads only to draw a table
 
-        table = Table(
-            "file", "status", "title", "sections", "chunks", "embedded", "seconds", title="import"
-        )
+        table, width, timed = _import_table([Path(r.path).name for r in results], console().width)
         for r in results:
             style = _status_style(r.status)
+            shown = escape(middle_ellipsis(Path(r.path).name, width))
             if isinstance(r, ImportFailure):
-                problem = r.error.removeprefix(f"{r.path}: ")
-                table.add_row(Path(r.path).name, f"[{style}]failed", problem, "", "", "", "")
-            else:
-                table.add_row(
-                    Path(r.path).name,
-                    f"[{style}]{r.status}",
-                    r.title,
-                    str(r.sections),
-                    str(r.chunks),
-                    str(r.embedded) if r.embedding is not None else "–",
-                    f"{r.timings.get('total', 0.0):.2f}",
-                )
+                problem = escape(r.error.removeprefix(f"{r.path}: "))
+                blanks = [""] * (len(table.columns) - 3)
+                table.add_row(shown, f"[{style}]failed", problem, *blanks)
+                continue
+            cells = [
+                shown,
+                f"[{style}]{r.status}",
+                escape(r.title),
+                str(r.sections),
+                str(r.chunks),
+                str(r.embedded) if r.embedding is not None else "–",
+            ]
+            table.add_row(*cells, *([f"{r.timings.get('total', 0.0):.2f}"] if timed else []))
         console().print(table)
         console().print(f"{len(results) - failed} imported, {failed} failed")
     if failed:
@@ -272,6 +338,8 @@ def _toc_tree(tree: Tree, nodes: Sequence[TocNode]) -> bool:
 @click.pass_context
 def show(ctx: click.Context, book: str, toc: bool, as_json: bool) -> None:
     """Show a book: metadata, derivations and sections (BOOK: id, id prefix or title)."""
+    from rich.markup import escape
+
     lib = library(ctx)
     info = lib.book(book)
     sections = lib.sections(info.id)
@@ -282,7 +350,9 @@ def show(ctx: click.Context, book: str, toc: bool, as_json: bool) -> None:
             doc["toc"] = [n.to_json() for n in nodes]
         print_json(doc)
         return
-    console().print(f"[bold]{info.title}[/bold]  {info.id}")
+    # Both are hex digests: each says what it is (the book's id is its file's SHA-256; a
+    # derivation's fingerprint hashes its settings).
+    console().print(f"[bold]{escape(info.title)}[/bold]  book id {info.id}", highlight=False)
     facts = [
         f"format {info.format}",
         f"file {info.file_name} ({info.file_size:,} bytes, {info.stored})",
@@ -297,7 +367,7 @@ def show(ctx: click.Context, book: str, toc: bool, as_json: bool) -> None:
     for d in info.derivations:
         mark = "*" if d.current else " "
         console().print(
-            f"{mark} derivation {d.fingerprint}: {d.chunk_count} chunks, "
+            f"{mark} derivation, settings fingerprint {d.fingerprint}: {d.chunk_count} chunks, "
             f"{json.dumps(d.settings, sort_keys=True)}",
             markup=False,
             highlight=False,
@@ -452,7 +522,10 @@ def verify(ctx: click.Context, book: str | None, as_json: bool) -> None:
 @click.option("--jsonl", is_flag=True, help="JSON lines (the only format so far; the default).")
 @click.option("--fingerprint", help="A derivation other than the current one.")
 @click.option(
-    "-o", "--output", type=click.Path(path_type=Path), help="Write to a file, not stdout."
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Write to a file, not stdout (- : stdout).",
 )
 @click.option(
     "--annotations/--no-annotations",
@@ -480,7 +553,7 @@ def export(
     lines = library(ctx).export(
         book, fingerprint=fingerprint, annotations=annotations, reader=_reader(ctx)
     )
-    if output is not None:
+    if output is not None and str(output) != "-":  # `-` is standard output, as everywhere
         tmp = output.with_name(output.name + ".part")
         with tmp.open("wb") as fh:
             for line in lines:

@@ -61,7 +61,7 @@ def _snippet(text: str) -> str:
 
 @click.group()
 def users() -> None:
-    """Readers of this library: add (prints a token once), list, remove."""
+    """Readers of this library: add (prints a token once), passwd, list, remove."""
 
 
 @users.command("add")

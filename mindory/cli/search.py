@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mindory.cli.common import (
+    ProgressLines,
     console,
     err_console,
     library,
@@ -53,6 +54,9 @@ def embed(
     """Embed the chunks that have no vector yet (current derivations), then update the index."""
     lib = library(ctx)
     show = not as_json and err_console().is_terminal
+    # Not a terminal (a log, a pipe, --json): lines now and then instead of a bar that
+    # draws nothing there for the whole run.
+    lines = None if show else ProgressLines("embedded", "chunks")
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -66,6 +70,8 @@ def embed(
         task = progress.add_task("embedding", total=None)
 
         def report(_phase: str, done: int, total: int) -> None:
+            if lines is not None:
+                lines(done, total)
             progress.update(task, completed=done, total=total)
 
         result = lib.embed(
@@ -228,7 +234,19 @@ def search(
         console().print(where, style="cyan", highlight=False, markup=False)
         console().print(Text("    ").append(_snippet_text(hit)))
     timing = result.timings.get("total", 0.0)
-    console().print(f"{len(result.hits)} hit(s) in {timing:.1f} ms ({result.mode})", style="dim")
+    console().print(
+        f"{len(result.hits)} hit(s) in {timing:.1f} ms ({_ran(result)})",
+        style="dim",
+        highlight=False,
+    )
+
+
+def _ran(result: Any) -> str:
+    """The search that ran: hybrid without vectors is the two text indexes alone, and
+    the footer says so (the warning above says why)."""
+    if result.mode == "hybrid" and result.embedding is None:
+        return "words and trigram: no vectors yet"
+    return str(result.mode)
 
 
 @click.command()

@@ -243,8 +243,16 @@ def add_highlight(
             place = place_of(st.places_for(conn), s, row, section)
             if unit == "utf16":
                 start, end = _from_utf16(place, start, end)
+        if start >= end and cfi is not None:
+            raise MindoryError(
+                f"the CFI {cfi} names a point (section {section}, offset {start}): a "
+                "highlight needs a range, epubcfi(parent,start,end)"
+            )
         if start >= end:
-            raise MindoryError(f"the span [{start}, {end}) is empty: a highlight needs text")
+            raise MindoryError(
+                f"the span [{start}, {end}) is empty: a highlight needs a range of text "
+                "(start < end)"
+            )
         if not place.source_start <= start < end <= place.source_end:
             raise MindoryError(
                 f"the span [{start}, {end}) is outside section {section} "

@@ -84,9 +84,15 @@ def _from_offset(p: SectionPlace, offset: int, unit: str) -> int:
                 f"[{base}, {base + index.utf16_length}] (or inside a character): {exc}"
             ) from exc
     if not p.source_start <= offset <= p.source_end:
+        # The hint names the book's own convention (docs/coordinates.md).
+        counts = (
+            "plain text counts from the file's start"
+            if p.book_format == "txt"
+            else "EPUB offsets count from the section's start"
+        )
         raise MindoryError(
             f"offset {offset} is outside section {p.ordinal} [{p.source_start}, {p.source_end}] "
-            "(book source coordinates: plain text counts from the file's start)"
+            f"(book source coordinates: {counts})"
         )
     return offset
 

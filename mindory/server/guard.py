@@ -158,6 +158,13 @@ def install_error_handlers(app: FastAPI) -> None:
         first = problems[0] if problems else None
         where = ".".join(first["loc"]) if first else "request"
         message = f"invalid {where}: {first['msg']}" if first else "invalid request"
+        raw = exc.errors()[0] if problems else {}
+        if raw.get("type") == "json_invalid":
+            # FastAPI puts the decode error's position in loc ("body", 26): say it.
+            loc = raw.get("loc", ())
+            reason = str((raw.get("ctx") or {}).get("error") or "JSON decode error")
+            at = f" at character {loc[1]}" if len(loc) > 1 and isinstance(loc[1], int) else ""
+            message = f"the body is not valid JSON: {reason}{at}"
         return error_response(422, message, problems)
 
     @app.exception_handler(StarletteHTTPException)

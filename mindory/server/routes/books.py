@@ -3,6 +3,7 @@ and imports from the library folder."""
 
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,7 +19,7 @@ from fastapi import (
 from fastapi import Path as PathParam
 
 from mindory.errors import LimitError
-from mindory.server.guard import RESOURCE_CSP, VERSION, MiB
+from mindory.server.guard import RESOURCE_CSP, VERSION, HTTPError, MiB
 from mindory.server.params import (
     BookRef,
     ServerContext,
@@ -31,6 +32,119 @@ from mindory.server.params import (
 )
 from mindory.server.routes.readium import CORS_HEADERS
 from mindory.server.shapes import BookDetailOut, BookOut, HealthOut, JobOut
+
+# --------------------------------------------------------------------------- uploads
+# What cannot be a book is refused before anything is queued (415): the first bytes
+# decide first (a PDF renamed .txt is still a PDF), then the name. Anything else is
+# offered to the importer as plain text, which still refuses binary data itself.
+
+ACCEPTED = ["application/epub+zip", "text/plain"]
+_ACCEPTED_TEXT = "mindory imports EPUB (.epub) and plain text (.txt) books"
+_EPUB_MIMETYPE = b"application/epub+zip"
+
+# (offset, magic bytes, what the file is)
+_SIGNATURES: tuple[tuple[int, bytes, str], ...] = (
+    (0, b"%PDF-", "a PDF document"),
+    (0, b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (0, b"\xff\xd8\xff", "a JPEG image"),
+    (0, b"GIF87a", "a GIF image"),
+    (0, b"GIF89a", "a GIF image"),
+    (0, b"II*\x00", "a TIFF image"),
+    (0, b"MM\x00*", "a TIFF image"),
+    (0, b"\x7fELF", "an executable (ELF)"),
+    (0, b"\xfe\xed\xfa\xce", "an executable (Mach-O)"),
+    (0, b"\xfe\xed\xfa\xcf", "an executable (Mach-O)"),
+    (0, b"\xce\xfa\xed\xfe", "an executable (Mach-O)"),
+    (0, b"\xcf\xfa\xed\xfe", "an executable (Mach-O)"),
+    (0, b"\xca\xfe\xba\xbe", "an executable (Mach-O or Java class)"),
+    (0, b"\x00asm", "an executable (WebAssembly)"),
+    (0, b"\x1f\x8b", "a gzip archive"),
+    (0, b"\xfd7zXZ\x00", "an xz archive"),
+    (0, b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (0, b"Rar!\x1a\x07", "a RAR archive"),
+    (0, b"\x28\xb5\x2f\xfd", "a zstd archive"),
+    (257, b"ustar", "a tar archive"),
+    (0, b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an Office document (OLE)"),
+    (0, b"{\\rtf", "an RTF document"),
+    (60, b"BOOKMOBI", "a Kindle (Mobipocket) book"),
+    (60, b"TEXtREAd", "a PalmDOC book"),
+    (0, b"AT&TFORM", "a DjVu document"),
+    (0, b"SQLite format 3\x00", "a SQLite database"),
+    (0, b"OggS", "an Ogg audio or video file"),
+    (0, b"fLaC", "a FLAC audio file"),
+)
+
+# Names that say "not a book mindory reads" even when the bytes do not (a truncated
+# file, a format without a signature).
+# fmt: off
+_REFUSED_SUFFIXES = frozenset(
+    {
+        ".pdf", ".mobi", ".azw", ".azw3", ".azw4", ".kfx", ".prc", ".pdb", ".lit", ".fb2",
+        ".djvu", ".djv", ".cbz", ".cbr", ".cb7", ".doc", ".docx", ".odt", ".rtf", ".pages",
+        ".xls", ".xlsx", ".ods", ".ppt", ".pptx", ".odp", ".key", ".numbers", ".png", ".jpg",
+        ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".heic", ".heif", ".avif", ".svg",
+        ".ico", ".mp3", ".m4a", ".m4b", ".aac", ".flac", ".ogg", ".opus", ".wav", ".mp4",
+        ".m4v", ".mkv", ".avi", ".mov", ".webm", ".zip", ".gz", ".tgz", ".bz2", ".xz",
+        ".7z", ".rar", ".tar", ".zst", ".exe", ".dll", ".so", ".dylib", ".msi", ".apk",
+        ".dmg", ".iso", ".deb", ".rpm", ".jar", ".class", ".wasm", ".bin",
+    }
+)
+# fmt: on
+
+
+def _signature(head: bytes) -> str | None:
+    """What the first bytes say the file is, when that is something no book is."""
+    for offset, magic, what in _SIGNATURES:
+        if head[offset : offset + len(magic)] == magic:
+            return what
+    if head.startswith(b"MZ") and b"\x00" in head[2:64]:  # text may start with "MZ"
+        return "an executable (Windows)"
+    if head[:1] == b"\x00" and head[4:8] == b"ftyp":  # ISO media: a box size, then ftyp
+        return "an MP4 or HEIF media file"
+    if head.startswith(b"RIFF") and head[8:12] in (b"WEBP", b"WAVE", b"AVI "):
+        return "a RIFF media file (WebP, WAV or AVI)"
+    if head.startswith(b"ID3") and head[3:4] in (b"\x02", b"\x03", b"\x04"):
+        return "an MP3 audio file"
+    return None
+
+
+def _zip_refusal(path: Path, head: bytes) -> str | None:
+    """Why a ZIP archive is not an EPUB, or None when it is one (or is too broken to
+    tell: the importer then says what is wrong with it)."""
+    if head[30:38] == b"mimetype" and head[38:58] == _EPUB_MIMETYPE:
+        return None  # the OCF way: an uncompressed mimetype entry first
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = set(z.namelist())
+            if "mimetype" in names:
+                mimetype = z.read("mimetype")[:200].strip()
+                if mimetype == _EPUB_MIMETYPE:
+                    return None
+                shown = mimetype.decode("ascii", "replace")
+                return f"a ZIP archive of {shown}, not an EPUB"
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError):
+        return None
+    if "META-INF/container.xml" in names:
+        return None  # an EPUB without its mimetype entry: the importer copes
+    return "a ZIP archive that is not an EPUB (no mimetype application/epub+zip)"
+
+
+def upload_refusal(path: Path, name: str) -> str | None:
+    """What the uploaded file is, when it cannot be a book mindory imports (None: it
+    may be one; the importer decides)."""
+    with path.open("rb") as fh:
+        head = fh.read(4096)
+    suffix = Path(name).suffix.lower()
+    found = _signature(head)
+    if found is not None:
+        return found
+    if head.startswith(b"PK\x03\x04"):
+        return _zip_refusal(path, head)
+    if suffix == ".epub":
+        return "named .epub but not a ZIP archive (an EPUB is one)"
+    if suffix in _REFUSED_SUFFIXES:
+        return f"a {suffix} file"
+    return None
 
 
 def add_routes(api: APIRouter, ctx: ServerContext) -> None:
@@ -68,6 +182,7 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
         response_model=JobOut,
         tags=["books"],
         openapi_extra={"x-max-upload-bytes": max_upload_bytes},
+        responses={415: {"description": "Not an EPUB or a plain-text file (nothing queued)."}},
     )
     def upload_book(
         response: Response,
@@ -103,8 +218,11 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
         """Upload a book and import it in the background.
 
         Returns 202 and the job (`Location: /jobs/{id}`); follow it with
-        `GET /jobs/{id}` or `GET /jobs/{id}/events`. A file mindory refuses
-        ends the job `failed`, naming the file; nothing is written then.
+        `GET /jobs/{id}` or `GET /jobs/{id}/events`. What cannot be a book
+        (a PDF, an image, an executable, a ZIP that is not an EPUB, a `.epub`
+        that is not a ZIP, a `.mobi`...) is refused at once with 415, naming the
+        accepted formats; nothing is queued. A file the importer refuses ends
+        the job `failed`, naming the file; nothing is written then.
         """
         settings = chunk_settings(size, overlap, min_size, nfkc, strategy, parent_size)
         old = lib.book(replaces).id if replaces is not None else None
@@ -124,6 +242,19 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
                             path=name,
                         )
                     out.write(block)
+            refused = upload_refusal(dest, name)
+            if refused is not None:
+                raise HTTPError(
+                    415,
+                    f"{name}: {refused}; {_ACCEPTED_TEXT}",
+                    {
+                        "kind": "UnsupportedMediaType",
+                        "file": name,
+                        "found": refused,
+                        "accepted": ACCEPTED,
+                        "extensions": [".epub", ".txt"],
+                    },
+                )
             job = jobs.submit(
                 dest,
                 file_name=name,
