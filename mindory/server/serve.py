@@ -58,7 +58,6 @@ def check_bind(host: str, token: str | None) -> None:
 @click.option(
     "--db",
     "db",
-    envvar="MINDORY_DB",
     metavar="PATH",
     help="The library (SQLite file or database URL); default: the one `mindory --db` names.",
 )
@@ -126,8 +125,13 @@ def serve(
     import uvicorn
 
     root = ctx.find_root()
+    # `mindory --db X serve` (or MINDORY_DB, which the root option reads) names the
+    # library; serve's own --db wins when given (it reads no environment variable, or
+    # MINDORY_DB would override the root's --db).
     if db is None and isinstance(root.obj, dict):
         db = root.obj.get("db")
+    if db is None:
+        db = os.environ.get("MINDORY_DB") or None
     token = os.environ.get("MINDORY_TOKEN") or None
     try:
         check_bind(host, token)
