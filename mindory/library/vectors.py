@@ -43,6 +43,7 @@ from mindory.store.vectors import (
     EmbeddingState,
     current_embedding_state,
     database_indexes_vectors,
+    vectors_for_chunk_texts,
 )
 
 
@@ -218,23 +219,18 @@ def embed(
             break
         texts = [
             embed_text_for_chunk(
-                t, title=bt, section_title=st, context_header=bool(context_header), embedder=emb
+                text, title=bt, section_title=sec, context_header=context_header, embedder=emb
             )
-            for _, t, st, bt in rows
+            for _, text, sec, bt in rows
         ]
-        t = perf_counter()
-        vectors = np.asarray(emb.embed(texts), dtype="<f4")
-        t_embed += perf_counter() - t
-        if vectors.shape != (len(rows), emb.dim):
-            raise MindoryError(
-                f"embedder {emb.id} returned shape {vectors.shape}, expected {(len(rows), emb.dim)}"
-            )
+        blobs, seconds = _vectors_of(st, emb, texts, [str(r[1]) for r in rows])
+        t_embed += seconds
         with st.write() as w:
             w.connection().execute(
                 insert(ChunkVectorRow),
                 [
-                    {"chunk_id": int(r[0]), "embedding_id": embedding_id, "vector": v.tobytes()}
-                    for r, v in zip(rows, vectors)
+                    {"chunk_id": int(r[0]), "embedding_id": embedding_id, "vector": blob}
+                    for r, blob in zip(rows, blobs)
                 ],
             )
             w.execute(
@@ -258,6 +254,54 @@ def embed(
         embed_seconds=t_embed,
         index=index_info,
     )
+
+
+def _text_key(text: str) -> bytes:
+    """What a vector is a function of, besides the embedder: the exact text it read."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def _vectors_of(
+    st: State, emb: Embedder, texts: list[str], chunk_texts: list[str]
+) -> tuple[list[bytes], float]:
+    """The vector (little-endian float32 bytes) of each text the embedder reads, and the
+    seconds spent in the embedder.
+
+    A vector is a function of the embedder and that text, so one already stored for the
+    same text by the same embedder (another copy of a book: 紅樓夢 in GBK and in Big5)
+    is reused, and each distinct remaining text is embedded once. Candidates are the
+    stored chunks with the same chunk text (the embedder reads it, maybe after a
+    header); the text each of them was embedded from is rebuilt and compared in full
+    through its SHA-256.
+    """
+    keys = [_text_key(t) for t in texts]
+    with st.read() as s:
+        stored = vectors_for_chunk_texts(s.connection(), emb.id, int(emb.dim), chunk_texts)
+    known: dict[bytes, bytes] = {}
+    for found in stored:
+        read = embed_text_for_chunk(
+            found.text,
+            title=found.book_title,
+            section_title=found.section_title,
+            context_header=found.context_header,
+            embedder=emb,
+        )
+        known.setdefault(_text_key(read), found.vector)
+    todo: dict[bytes, str] = {}
+    for key, text in zip(keys, texts):
+        if key not in known:
+            todo.setdefault(key, text)
+    seconds = 0.0
+    if todo:
+        t = perf_counter()
+        vectors = np.asarray(emb.embed(list(todo.values())), dtype="<f4")
+        seconds = perf_counter() - t
+        if vectors.shape != (len(todo), emb.dim):
+            raise MindoryError(
+                f"embedder {emb.id} returned shape {vectors.shape}, expected {(len(todo), emb.dim)}"
+            )
+        known.update(zip(todo, (v.tobytes() for v in vectors)))
+    return [known[key] for key in keys], seconds
 
 
 def embed_imported(st: State, result: ImportResult, progress: ProgressFn | None) -> ImportResult:

@@ -14,8 +14,8 @@ The decision, in order (the first rule that applies wins):
    order into text without control noise and with a majority of plausible
    characters (the wrong order has almost none).
 4. **ASCII** (reported as ``"ascii"``), then strict **UTF-8**.
-5. **Damaged UTF-8**: if strict UTF-8 fails, the whole file is weighed as
-   UTF-8. *Valid* are its well-formed multi-byte sequences; *invalid* are the
+5. **Damaged UTF-8, by ratio**: if strict UTF-8 fails, the whole file is weighed
+   as UTF-8. *Valid* are its well-formed multi-byte sequences; *invalid* are the
    ill-formed pieces a decoder replaces, counted as Python's ``errors="replace"``
    counts them (Unicode's "maximal subparts": a lone 0x80 or 0xFF is one, an
    overlong ``C0 AF`` two, an encoded surrogate ``ED A0 80`` three); a valid
@@ -27,11 +27,10 @@ The decision, in order (the first rule that applies wins):
    0.23, Big5 0.17, Big5-HKSCS 0.15, EUC-JP 0.34, Shift_JIS 0.22, EUC-KR 0.25,
    TIS-620 0.29, Cyrillic code pages 0.14 or less, Western code pages 0-0.08;
    the worst 60-byte window of the Big5 corpus file reaches 1.06. A ratio of 8
-   leaves a margin of 7 over that window and of 20 over whole files, while a
-   UTF-8 file with a few bad bytes is far above it; only a tiny file (fewer
-   than 8 non-ASCII characters per damaged spot) stays below the line and is
-   read as a legacy codec. The counts come from one C-speed
-   ``decode("utf-8", "replace")`` of the whole file, so judging costs little.
+   leaves a margin of 7 over that window and of 20 over whole files, so this
+   rule alone never needs the other readings; a short file with a few damaged
+   spots stays below it and is weighed again by rule 7. The counts come from
+   one C-speed ``decode("utf-8", "replace")`` of the whole file.
 6. **CJK multi-byte codecs** are judged, not trusted: a Big5 file "decodes" as
    GB18030 without a single error, into garbage. Each of gbk, gb18030, cp950,
    big5hkscs, shift_jis, cp932, euc-jp, euc-kr, cp949 decodes a sample (64 KiB
@@ -46,7 +45,36 @@ The decision, in order (the first rule that applies wins):
    gb18030, cp950 before big5hkscs, shift_jis before cp932); the first strict
    decode wins. If none decodes strictly, the best is used lossily, provided
    that at most 5% of the non-ASCII bytes are undecodable (else rule 7).
-7. **Single-byte codecs**: charset-normalizer's pick on the sample (256 KiB;
+7. **Damaged UTF-8, by what the readings make**: a single-byte code page
+   turns every valid UTF-8 sequence into a mojibake pair or triple (``ï`` ->
+   ``Ã¯``, ``日`` -> ``æ—¥``). A valid sequence almost never occurs by chance
+   in single-byte text (a letter at C2-DF followed by a symbol at 80-BF), and
+   when it does it decodes to a character no text around it uses (German
+   ``ß“``, DF 93, is NKo U+07D3). So the file is lossy UTF-8 when its
+   **plausible** valid sequences (decoding to Latin, Greek or Cyrillic
+   letters, Latin-1 symbols, general punctuation, currency, letterlike symbols,
+   emoji, or what the CJK judge counts as common; with no U+FFFD beside them,
+   where chance pairs inside legacy CJK bytes sit) number **at least 4 and at
+   least the damaged characters plus the implausible valid sequences**.
+   *Damaged characters*: each run of adjacent invalid pieces counts one per 4
+   pieces (a broken character is at most 4 bytes: ``ED A0 80`` is one, a run
+   through GBK text many), the cut-off tail none; *implausible*: C1 controls,
+   U+0780-U+08FF (Thaana, NKo, Samaritan, ...), private-use and unassigned code
+   points, compatibility ideographs, Arabic presentation forms. Other
+   decodings (rarer CJK ideographs, Indic, Thai, ...) count on neither side.
+   When most plausible sequences sit in ASCII words (an ASCII letter beside
+   them: ``café``) this decides before rule 6, since ``é`` (C3 A9) is also a
+   common Hangul syllable in cp949 and a Big5 character; otherwise it applies
+   when rule 6 finds no CJK reading. Single-byte text fails by far: nearly
+   every non-ASCII byte of it is a damaged character (``é`` = E9 before
+   ASCII); French, German, Polish, Russian, Ukrainian, Greek, Turkish, Hebrew,
+   Arabic sentences in their code pages give 0-15 plausible per 15-79 damaged.
+   No character-aligned window of 5-60 characters (400 per size) of the corpus
+   GBK, Big5, Big5-HKSCS files, of the corpus Japanese EPUB in Shift_JIS or
+   EUC-JP, or of its Chinese EPUB in cp950 or GBK decodes as UTF-8. The counts
+   are made only when valid sequences reach a quarter of the invalid pieces
+   (else the damaged characters alone outnumber them), so legacy files skip it.
+8. **Single-byte codecs**: charset-normalizer's pick on the sample (256 KiB;
    ignored when it recognized no language, as on tiny samples), except that
    Western text prefers cp1252 (when bytes 0x80-0x9F occur and are defined
    there) or latin-1: when charset-normalizer's pick is another Latin-script
@@ -96,6 +124,8 @@ BINARY_PROBE_BYTES = 64 * 1024
 # per invalid piece.
 DAMAGED_UTF8_MIN_VALID = 4
 DAMAGED_UTF8_VALID_PER_INVALID = 8
+# Damaged UTF-8 (module doc, rule 7): a broken character is at most this many bytes.
+UTF8_MAX_CHAR_BYTES = 4
 CJK_MIN_SCORE = 0.4
 LOSSY_CJK_MAX_SHARE = 0.05
 _PIECE_WINDOW = 8192
@@ -133,6 +163,7 @@ _INWORD_PUNCTUATION = frozenset("'\u2019\u2018\u00b4\u00b7\u2010\u2011-")
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
 _ASCII_BYTES = bytes(range(128))
 _NON_ASCII_CHAR = re.compile(r"[^\x00-\x7f]")
+_REPLACEMENT_RUN = re.compile("\ufffd+")
 
 # The ~1,000 most frequent Chinese characters (character frequencies summed over the
 # word list of jieba 0.42.1, MIT), followed by their traditional forms (OpenCC
@@ -254,11 +285,18 @@ def decode_bytes(data: bytes, *, path: str | None = None) -> DecodedText:
         return DecodedText(data.decode("utf-8"), "utf-8")
     except UnicodeDecodeError:
         pass
-    if _is_damaged_utf8(data):
+    valid, invalid = _utf8_evidence(data)
+    if _is_damaged_utf8(valid, invalid):
+        return _decode_or_replace(data, "utf-8", b"")
+    # Rule 7's counts: damaged characters are at least invalid / 4, plausible
+    # sequences at most valid, so most legacy files are settled without them.
+    reading = _utf8_reading(data) if valid * UTF8_MAX_CHAR_BYTES >= invalid else None
+    if reading is not None and reading.outweighs and reading.in_latin_words:
         return _decode_or_replace(data, "utf-8", b"")
     sample = _sample(data, SAMPLE_BYTES)
     judge_sample = _non_ascii_lines(data, JUDGE_BYTES)
-    return _decode_legacy(data, sample, judge_sample)
+    utf8_outweighs = reading is not None and reading.outweighs
+    return _decode_legacy(data, sample, judge_sample, utf8_outweighs=utf8_outweighs)
 
 
 class ByteIndex:
@@ -537,10 +575,85 @@ def _truncated_tail(data: bytes) -> bool:
     return False
 
 
-def _is_damaged_utf8(data: bytes) -> bool:
+def _is_damaged_utf8(valid: int, invalid: int) -> bool:
     """Not strict UTF-8, but valid multi-byte sequences clearly dominate (rule 5)."""
-    valid, invalid = _utf8_evidence(data)
     return valid >= DAMAGED_UTF8_MIN_VALID and valid >= DAMAGED_UTF8_VALID_PER_INVALID * invalid
+
+
+@dataclass(frozen=True)
+class _Utf8Reading:
+    """What reading a file as UTF-8 makes and breaks (module doc, rule 7)."""
+
+    plausible: int  # valid sequences decoding to characters text uses, no U+FFFD beside
+    implausible: int  # valid sequences decoding to characters no text uses
+    damaged: int  # broken characters: one per run of U+FFFDs per 4 pieces
+    glued: int  # of the plausible ones, those with an ASCII letter beside them
+
+    @property
+    def outweighs(self) -> bool:
+        """The valid sequences at least match what the UTF-8 reading breaks."""
+        return (
+            self.plausible >= DAMAGED_UTF8_MIN_VALID
+            and self.plausible >= self.damaged + self.implausible
+        )
+
+    @property
+    def in_latin_words(self) -> bool:
+        """Most plausible sequences sit in ASCII words ("café"): not CJK prose."""
+        return 2 * self.glued >= self.plausible
+
+
+def _utf8_reading(data: bytes) -> _Utf8Reading:
+    text = data.decode("utf-8", "replace")
+    plausible = implausible = glued = 0
+    for match in _NON_ASCII_CHAR.finditer(text):
+        ch, i = match.group(), match.start()
+        before = text[i - 1] if i else " "
+        after = text[i + 1] if i + 1 < len(text) else " "
+        kind = _utf8_char_kind(ch)
+        if kind < 0:
+            implausible += 1
+        elif kind > 0 and before != "\ufffd" and after != "\ufffd":
+            # Beside damage it may be a chance pair inside legacy CJK bytes.
+            plausible += 1
+            glued += before.isascii() and before.isalpha() or after.isascii() and after.isalpha()
+    runs = [len(run) for run in _REPLACEMENT_RUN.findall(text)]
+    if runs and _truncated_tail(data) and text.endswith("\ufffd"):
+        runs[-1] -= 1  # the cut-off last character is not damage (rule 5)
+    # A broken character is at most 4 bytes, so a longer run of pieces (legacy CJK
+    # text) is several broken characters; ED A0 80 (3 pieces) is one.
+    damaged = sum(-(-pieces // UTF8_MAX_CHAR_BYTES) for pieces in runs)
+    return _Utf8Reading(plausible, implausible, damaged, glued)
+
+
+@lru_cache(maxsize=65536)
+def _utf8_char_kind(ch: str) -> int:
+    """+1 a character text uses, -1 one no text uses, 0 neither (module doc, rule 7).
+
+    ``ch`` is what a valid UTF-8 sequence decoded to (U+FFFD is neither: it is
+    the damage, counted apart).
+    """
+    code = ord(ch)
+    kind = _char_class(ch)  # common CJK, kana, Hangul, CJK punctuation; C1, private use
+    if kind:
+        return kind
+    if (
+        0x00A0 <= code <= 0x024F  # Latin-1 symbols and letters, Latin Extended-A/B
+        or 0x0370 <= code <= 0x04FF  # Greek, Cyrillic
+        or 0x1E00 <= code <= 0x1EFF  # Latin Extended Additional (Vietnamese)
+        or 0x2000 <= code <= 0x206F  # general punctuation
+        or 0x20A0 <= code <= 0x20BF  # currency
+        or 0x2100 <= code <= 0x215F  # letterlike symbols (™, №), fractions
+        or 0x1F300 <= code <= 0x1FAFF  # emoji
+    ):
+        return 1
+    if (
+        0x0780 <= code <= 0x08FF  # Thaana, NKo (DF xx: "ß“" in German), Samaritan, ...
+        or 0xFB50 <= code <= 0xFDFF  # Arabic presentation forms
+        or 0xFE70 <= code <= 0xFEFF
+    ):
+        return -1
+    return 0
 
 
 def _sample(data: bytes, size: int) -> bytes:
@@ -579,7 +692,9 @@ def _non_ascii_lines(data: bytes, size: int) -> bytes:
     return b"".join(parts)
 
 
-def _decode_legacy(data: bytes, sample: bytes, judge_sample: bytes) -> DecodedText:
+def _decode_legacy(
+    data: bytes, sample: bytes, judge_sample: bytes, *, utf8_outweighs: bool = False
+) -> DecodedText:
     judged = _judge_cjk(judge_sample)
     for codec in judged:
         try:
@@ -591,6 +706,8 @@ def _decode_legacy(data: bytes, sample: bytes, judge_sample: bytes) -> DecodedTe
         decoded = _decode_or_replace(data, judged[0], b"")
         if decoded.bad_bytes <= LOSSY_CJK_MAX_SHARE * _count_non_ascii(data):
             return decoded
+    if utf8_outweighs:  # rule 7: better than any single-byte code page
+        return _decode_or_replace(data, "utf-8", b"")
     for codec in _single_byte_candidates(sample):
         try:
             return DecodedText(data.decode(codec), codec)
@@ -656,7 +773,7 @@ def _ks_hangul() -> frozenset[str]:
 
 
 def _single_byte_candidates(sample: bytes) -> list[str]:
-    """charset-normalizer's pick with the Western preference (module doc, rule 7)."""
+    """charset-normalizer's pick with the Western preference (module doc, rule 8)."""
     western = _western(sample)
     fallback = [western, "cp1252", "latin-1"]
     top: str | None = None

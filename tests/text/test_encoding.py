@@ -544,7 +544,9 @@ def _damaged_file(kind: str, where: str) -> tuple[bytes, str, int]:
     return head + bad + tail, expected, len(head)
 
 
-def _check_chunk_bytes(data: bytes, text: str, index: ByteIndex, spans: list[tuple[int, int]]):
+def _check_chunk_bytes(
+    data: bytes, text: str, index: ByteIndex, spans: list[tuple[int, int]]
+) -> None:
     for start, end in spans:
         b0, b1 = index.byte_offset(start), index.byte_offset(end)
         assert data[b0:b1].decode("utf-8", "replace") == text[start:end], (start, end)
@@ -627,10 +629,14 @@ def test_legacy_file_with_some_valid_utf8_pairs_stays_cp1252() -> None:
 @pytest.mark.parametrize(
     ("valid", "invalid", "utf8"),
     [
-        (8, 1, True),  # 8 per invalid: enough
-        (7, 1, False),  # one short: a legacy codec judges it
+        (8, 1, True),  # rule 5: 8 valid per invalid
         (16, 2, True),
-        (15, 2, False),
+        # Rule 7: below 8 per invalid, a single-byte reading would make "Ã©" of every é.
+        (7, 1, True),
+        (15, 2, True),
+        (4, 4, True),  # as many plausible valid sequences as damaged characters
+        (4, 5, False),  # one damaged character more: a legacy codec judges it
+        (3, 1, False),  # fewer than 4 valid sequences: too little evidence
     ],
 )
 def test_damaged_utf8_threshold(valid: int, invalid: int, utf8: bool) -> None:
@@ -638,6 +644,55 @@ def test_damaged_utf8_threshold(valid: int, invalid: int, utf8: bool) -> None:
     decoded = decode_bytes(data)
     assert (decoded.encoding == "utf-8") is utf8
     assert decoded.lossy is utf8
+
+
+# Issue 24, item 2: five valid multi-byte sequences, five broken spots (one cut off at the
+# end); it used to become "naÃ¯ve cafÃ©", "æ—¥æœ¬èªž", lossy: false.
+SHORT_DAMAGED = (
+    "Valid start: naïve café.\nbad1:".encode()
+    + b"\x80 bad2:\xff bad3:\xc0\xaf bad4:\xed\xa0\x80\n"
+    + "日本語 then MARKER.\ntail:".encode()
+    + b"\xe2\x82"
+)
+
+
+def test_short_mostly_utf8_file_is_utf8_lossy() -> None:
+    decoded = decode_bytes(SHORT_DAMAGED)
+    assert decoded.encoding == "utf-8"
+    assert decoded.text == SHORT_DAMAGED.decode("utf-8", "replace")
+    assert "naïve café." in decoded.text and "日本語 then MARKER." in decoded.text
+    assert decoded.lossy
+    assert decoded.bad_bytes == 1 + 1 + 2 + 3 + 2
+    assert decoded.bad_sequences == 1 + 1 + 2 + 3 + 1
+    assert decoded.first_bad_byte == SHORT_DAMAGED.index(b"\x80")
+    assert decoded.replacements[-1][1:] == (len(SHORT_DAMAGED) - 2, len(SHORT_DAMAGED))
+
+
+def test_short_damaged_utf8_book_records_the_loss(tmp_path: Path) -> None:
+    from mindory.importers import load_book
+
+    path = tmp_path / "short.txt"
+    path.write_bytes(SHORT_DAMAGED)
+    book = load_book(path)
+    assert (book.encoding, book.lossy, book.bad_bytes) == ("utf-8", True, 9)
+    assert book.first_bad_byte == SHORT_DAMAGED.index(b"\x80")
+
+
+@pytest.mark.parametrize(
+    ("text", "codec"),
+    [
+        # Accidental valid pairs in single-byte text: "ß“" is NKo U+07D3, "Ві" is "³".
+        ("Er rief „Gruß“, sie heißt „Spaß“. GRÜß“ Maß’ ÄRGER… «ÖL» ", "cp1252"),
+        ("Він сказав: «Ні». Вона пішла. Їжак Європа Сірий Білий Віра. ВІН Її ", "cp1251"),
+        ("Zażółć gęślą jaźń. ŁÓDŹ „Świętość” — ŻÓŁW… ", "cp1250"),
+        ("Η Ελλάδα είναι χώρα. «ΝΑΙ» — ΌΧΙ… Άλφα Έψιλον ", "cp1253"),
+    ],
+)
+def test_single_byte_text_with_accidental_utf8_pairs_is_not_utf8(text: str, codec: str) -> None:
+    data = (text * 3).encode(codec)
+    decoded = decode_bytes(data)
+    assert decoded.encoding != "utf-8"
+    assert not decoded.lossy
 
 
 @pytest.mark.parametrize(("valid", "utf8"), [(4, True), (3, False)])
@@ -730,3 +785,51 @@ def test_property_damaged_utf8_still_utf8(
         start, end = index.byte_offset(a), index.byte_offset(b)
         assert data[start:end].decode("utf-8", "replace") == decoded.text[a:b]
         assert index.code_point(start) == a
+
+
+# Characters any text uses (Latin, Greek, Cyrillic, punctuation, common CJK, kana, emoji):
+# a single-byte reading makes mojibake of each (rule 7).
+# Each after an ASCII letter, as in "café" or "iPhone日本": text in Latin words (CJK prose,
+# with no ASCII letters around, is judged by the CJK codecs first: "ééé" is Korean
+# "톱톱톱" in cp949).
+LATIN_WORDS = st.builds(
+    lambda w, e: w + e, WORDS, st.text(alphabet="klmnop", min_size=1, max_size=3)
+)
+PLAUSIBLE_CHARS = st.sampled_from(
+    list("éèàçüößñłżČšőıœæøåÉÜ€£©«»—–’“”…αβγδΔЖжщыёі日本語中文的是人の東京かなカナ😀")
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pieces=st.lists(st.tuples(LATIN_WORDS, PLAUSIBLE_CHARS), min_size=12, max_size=60),
+    bad=st.lists(
+        st.tuples(st.integers(min_value=0), st.sampled_from([*NEVER_UTF8, *range(0x80, 0xC0)])),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_property_short_damaged_utf8_is_utf8(
+    pieces: list[tuple[str, str]], bad: list[tuple[int, int]]
+) -> None:
+    # Valid UTF-8 with at least 12 multi-byte characters any text uses, and up to one
+    # in four as many bytes that are never valid where they stand, inserted between
+    # characters (each may spoil the evidence of the two characters beside it).
+    text = "".join(w + ch for w, ch in pieces)
+    bad = bad[: len(pieces) // 4]
+    starts = [0]  # byte start of every character, and the end
+    for ch in text:
+        starts.append(starts[-1] + len(ch.encode()))
+    inserted = sorted((starts[offset % len(starts)], byte) for offset, byte in bad)
+    corrupt = bytearray(text.encode())
+    for at, byte in reversed(inserted):
+        corrupt.insert(at, byte)
+    data = bytes(corrupt)
+    decoded = decode_bytes(data)
+    assert decoded.encoding == "utf-8"
+    assert decoded.text == data.decode("utf-8", "replace")
+    assert decoded.lossy
+    assert decoded.bad_bytes == len(inserted)
+    # The first inserted byte sits at its place plus the insertions before it (none).
+    assert decoded.first_bad_byte == inserted[0][0]
+    assert decoded.text.replace("\ufffd", "") == text
