@@ -16,6 +16,9 @@ What OPDS catalogues, Readium manifests and KOReader's progress sync need (docs/
 * ``positions.client``: what the app sent beside the place (KOReader: its ``progress``
   xpointer, ``percentage`` and ``device_id``), kept but never trusted over the place.
 * two indexes on ``books`` for the catalogue's orders (by title; newest first).
+* ``chunk_vectors.text_sha256``: the SHA-256 of the exact string the embedder read, so a
+  text already embedded (the same novel in two encodings) reuses its vector through an
+  index (vectors stored before this revision have none and are not reused).
 
 Portable operations only; the added column goes through a batch operation for SQLite.
 
@@ -45,6 +48,11 @@ def upgrade() -> None:
         batch.add_column(sa.Column("password_hash", sa.Text(), nullable=True))
     with op.batch_alter_table("positions") as batch:
         batch.add_column(sa.Column("client", sa.JSON(), nullable=True))
+    with op.batch_alter_table("chunk_vectors") as batch:
+        batch.add_column(sa.Column("text_sha256", sa.String(length=64), nullable=True))
+    op.create_index(
+        op.f("ix_chunk_vectors_text_sha256"), "chunk_vectors", ["text_sha256"], unique=False
+    )
     op.create_table(
         "document_keys",
         sa.Column("id", ROW_ID, autoincrement=True, nullable=False),
@@ -98,6 +106,9 @@ def downgrade() -> None:
     op.drop_table("book_details")
     op.drop_index(op.f("ix_document_keys_key"), table_name="document_keys")
     op.drop_table("document_keys")
+    op.drop_index(op.f("ix_chunk_vectors_text_sha256"), table_name="chunk_vectors")
+    with op.batch_alter_table("chunk_vectors") as batch:
+        batch.drop_column("text_sha256")
     with op.batch_alter_table("positions") as batch:
         batch.drop_column("client")
     with op.batch_alter_table("readers") as batch:

@@ -43,7 +43,7 @@ from mindory.store.vectors import (
     EmbeddingState,
     current_embedding_state,
     database_indexes_vectors,
-    vectors_for_chunk_texts,
+    vectors_for_text_keys,
 )
 
 
@@ -223,14 +223,19 @@ def embed(
             )
             for _, text, sec, bt in rows
         ]
-        blobs, seconds = _vectors_of(st, emb, texts, [str(r[1]) for r in rows])
+        blobs, seconds = _vectors_of(st, emb, texts)
         t_embed += seconds
         with st.write() as w:
             w.connection().execute(
                 insert(ChunkVectorRow),
                 [
-                    {"chunk_id": int(r[0]), "embedding_id": embedding_id, "vector": blob}
-                    for r, blob in zip(rows, blobs)
+                    {
+                        "chunk_id": int(r[0]),
+                        "embedding_id": embedding_id,
+                        "vector": blob,
+                        "text_sha256": text_key(text),
+                    }
+                    for r, blob, text in zip(rows, blobs, texts)
                 ],
             )
             w.execute(
@@ -256,38 +261,24 @@ def embed(
     )
 
 
-def _text_key(text: str) -> bytes:
+def text_key(text: str) -> str:
     """What a vector is a function of, besides the embedder: the exact text it read."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _vectors_of(
-    st: State, emb: Embedder, texts: list[str], chunk_texts: list[str]
-) -> tuple[list[bytes], float]:
+def _vectors_of(st: State, emb: Embedder, texts: list[str]) -> tuple[list[bytes], float]:
     """The vector (little-endian float32 bytes) of each text the embedder reads, and the
     seconds spent in the embedder.
 
     A vector is a function of the embedder and that text, so one already stored for the
     same text by the same embedder (another copy of a book: 紅樓夢 in GBK and in Big5)
-    is reused, and each distinct remaining text is embedded once. Candidates are the
-    stored chunks with the same chunk text (the embedder reads it, maybe after a
-    header); the text each of them was embedded from is rebuilt and compared in full
-    through its SHA-256.
+    is reused — found by the SHA-256 of the text, stored beside every vector — and each
+    distinct remaining text is embedded once.
     """
-    keys = [_text_key(t) for t in texts]
+    keys = [text_key(t) for t in texts]
     with st.read() as s:
-        stored = vectors_for_chunk_texts(s.connection(), emb.id, int(emb.dim), chunk_texts)
-    known: dict[bytes, bytes] = {}
-    for found in stored:
-        read = embed_text_for_chunk(
-            found.text,
-            title=found.book_title,
-            section_title=found.section_title,
-            context_header=found.context_header,
-            embedder=emb,
-        )
-        known.setdefault(_text_key(read), found.vector)
-    todo: dict[bytes, str] = {}
+        known = vectors_for_text_keys(s.connection(), emb.id, int(emb.dim), keys)
+    todo: dict[str, str] = {}
     for key, text in zip(keys, texts):
         if key not in known:
             todo.setdefault(key, text)

@@ -281,6 +281,7 @@ class ChunkVectorRow(Base):
     chunk_id: Mapped[int]
     embedding_id: Mapped[int]
     vector: Mapped[bytes]
+    text_sha256: Mapped[str | None]
 
 
 class HighlightRow(Base):

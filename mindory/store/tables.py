@@ -301,6 +301,9 @@ chunk_vector_table = Table(
     _ref("chunk_id", "chunks.id", primary_key=True),
     _ref("embedding_id", "embeddings.id", primary_key=True, index=True),
     _required("vector", LargeBinary),  # dim float32, little-endian
+    # SHA-256 (hex) of the exact string the embedder read (revision 0009): a vector is a
+    # function of the embedder and that string, so another copy of a text reuses it
+    Column("text_sha256", String(64), nullable=True, index=True),
 )
 
 highlight_table = Table(

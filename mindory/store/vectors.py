@@ -15,12 +15,10 @@ from sqlalchemy.engine import Connection
 from mindory.errors import MindoryError
 from mindory.store.fts import Filters
 from mindory.store.models import (
-    BookRow,
     ChunkRow,
     ChunkVectorRow,
     DerivationRow,
     EmbeddingRow,
-    SectionRow,
 )
 
 
@@ -153,59 +151,31 @@ def current_chunk_count(conn: Connection) -> int:
     return int(found or 0)
 
 
-@dataclass(frozen=True)
-class StoredTextVector:
-    """A stored vector with what its embedder read it from: the chunk's text, its
-    section's and book's titles, and whether the embedding put the context header first."""
-
-    text: str
-    section_title: str | None
-    book_title: str | None
-    context_header: bool
-    vector: bytes  # dim float32, little-endian
+# Keys per IN list when looking vectors up by the text their embedder read.
+_KEY_BATCH = 500
 
 
-# Texts per IN list when looking vectors up by chunk text.
-_TEXT_BATCH = 200
-
-
-def vectors_for_chunk_texts(
-    conn: Connection, embedder_id: str, dim: int, texts: Sequence[str]
-) -> list[StoredTextVector]:
-    """Stored vectors, in any embedding of ``embedder_id``, of chunks whose text is one of
-    ``texts``. The caller checks the text its embedder read (a header may precede it).
-
-    No index on chunk text (that would be a schema change): each call scans the chunks
-    with a vector of this embedder, which costs little next to embedding with a model.
-    """
-    wanted = sorted(set(texts))
+def vectors_for_text_keys(
+    conn: Connection, embedder_id: str, dim: int, keys: Sequence[str]
+) -> dict[str, bytes]:
+    """Stored vectors, in any embedding of ``embedder_id`` (and ``dim``), of the texts
+    whose SHA-256 (hex) is one of ``keys``: key → vector. Through the index on
+    ``chunk_vectors.text_sha256`` (revision 0009), so a lookup costs the same in a large
+    library as in a small one."""
+    wanted = sorted(set(keys))
     base = (
-        select(
-            ChunkRow.text,
-            SectionRow.title,
-            BookRow.title,
-            EmbeddingRow.context_header,
-            ChunkVectorRow.chunk_id,
-            ChunkVectorRow.vector,
-        )
-        .select_from(ChunkVectorRow)
+        select(ChunkVectorRow.text_sha256, ChunkVectorRow.vector, ChunkVectorRow.chunk_id)
         .join(EmbeddingRow, EmbeddingRow.id == ChunkVectorRow.embedding_id)
-        .join(ChunkRow, ChunkRow.id == ChunkVectorRow.chunk_id)
-        .join(SectionRow, SectionRow.id == ChunkRow.section_id)
-        .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
-        .join(BookRow, BookRow.id == DerivationRow.book_id)
         .where(EmbeddingRow.embedder_id == embedder_id, EmbeddingRow.dim == dim)
     )
-    out: list[StoredTextVector] = []
-    for lo in range(0, len(wanted), _TEXT_BATCH):
-        part = wanted[lo : lo + _TEXT_BATCH]
-        for text, section, book, header, chunk_id, blob in conn.execute(
-            base.where(ChunkRow.text.in_(part))
-        ):
+    out: dict[str, bytes] = {}
+    for lo in range(0, len(wanted), _KEY_BATCH):
+        part = wanted[lo : lo + _KEY_BATCH]
+        for key, blob, chunk_id in conn.execute(base.where(ChunkVectorRow.text_sha256.in_(part))):
             if len(blob) != dim * 4:
                 raise MindoryError(
                     f"the stored vector of chunk row {chunk_id} has the wrong length for "
                     f"dimension {dim}: run mindory verify"
                 )
-            out.append(StoredTextVector(str(text), section, book, bool(header), bytes(blob)))
+            out.setdefault(str(key), bytes(blob))
     return out
