@@ -89,21 +89,25 @@ def find_highlight(
 
 def same_identifiers(s: Session, book: Book) -> list[str]:
     """Other books sharing a package identifier with ``book`` that have highlights (or
-    reading positions, or bookmarks)."""
+    reading positions, or bookmarks).
+
+    The books with reading state are found first (few, and through indexes) and only
+    their identifiers are read: reading every book's identifiers made each import cost
+    time in proportion to the library (25 ms an import at 1,500 books)."""
     idents = {i.strip() for i in book.identifiers if i and i.strip()}
     if not idents:
         return []
-    rows = s.execute(
-        select(BookRow.sha256, BookRow.identifiers).where(
-            BookRow.sha256 != book.sha256, BookRow.format == book.format
-        )
-    ).all()
-    sharing = [sha for sha, theirs in rows if idents & {str(i).strip() for i in theirs or ()}]
-    if not sharing:
-        return []
     marked: set[str] = set()
     for model in (HighlightRow, PositionRow, BookmarkRow):
-        marked.update(
-            s.scalars(select(model.book_sha256).where(model.book_sha256.in_(sharing)).distinct())
-        )
-    return sorted(sha for sha in sharing if sha in marked)
+        marked.update(s.scalars(select(model.book_sha256).distinct()))
+    marked.discard(book.sha256)
+    wanted = sorted(marked)
+    sharing: list[str] = []
+    for lo in range(0, len(wanted), 500):
+        rows = s.execute(
+            select(BookRow.sha256, BookRow.identifiers).where(
+                BookRow.sha256.in_(wanted[lo : lo + 500]), BookRow.format == book.format
+            )
+        ).all()
+        sharing += [sha for sha, theirs in rows if idents & {str(i).strip() for i in theirs or ()}]
+    return sorted(sharing)

@@ -256,7 +256,7 @@ def test_bad_highlights_are_refused(lib: Library) -> None:
         lib.add_highlight(txt, section=999, start=0, end=3)
     with pytest.raises(MindoryError):
         lib.add_highlight(epub, cfi="epubcfi(/6/99!/4/2/1:0)")
-    with pytest.raises(MindoryError, match="needs text|empty"):
+    with pytest.raises(MindoryError, match="needs a range|needs text|empty"):
         lib.add_highlight(
             epub, cfi=lib.locate(epub, section=0, offset=100).position["locations"]["cfi"]
         )
