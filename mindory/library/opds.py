@@ -37,6 +37,7 @@ from mindory.store.catalogue import (
     count_authors,
     count_books,
     facet_counts,
+    facet_grid,
     image_row,
     latest_import,
     save_details,
@@ -267,8 +268,7 @@ def page(
         raise MindoryError("the search is empty: give a word of a title or an author")
     filters = BookFilters(author, language, book_format, words)
     with st.engine.connect() as conn:
-        facets = _facets(conn, filters)
-        total = _total(conn, filters, facets)
+        facets, total = _facets_and_total(conn, filters)
         last = max(1, math.ceil(total / per_page))
         narrowed = author is not None or language is not None or book_format is not None
         if total == 0 and narrowed and not words:  # a search may find nothing: that's a page
@@ -304,21 +304,29 @@ def _describe(filters: BookFilters) -> str:
     return ", ".join(parts)
 
 
-def _total(conn: Any, filters: BookFilters, facets: tuple[FacetValue, ...]) -> int:
-    """The books the filters let through: the sum of a facet group's counts when that
-    group does not narrow the list (one scan fewer), else counted."""
-    for group, active in (("language", filters.language), ("format", filters.format)):
-        if active is None:
-            return sum(f.count for f in facets if f.group == group)
-    return count_books(conn, filters)
+def _matches(value: str, wanted: str | None) -> bool:
+    return wanted is None or value == wanted
 
 
-def _facets(conn: Any, filters: BookFilters) -> tuple[FacetValue, ...]:
-    out: list[FacetValue] = []
-    for group, active in (("language", filters.language), ("format", filters.format)):
-        for value, count in facet_counts(conn, group, filters):  # type: ignore[arg-type]
-            out.append(FacetValue(group, value, count, value == active))
-    return tuple(out)
+def _facets_and_total(conn: Any, filters: BookFilters) -> tuple[tuple[FacetValue, ...], int]:
+    """The language and format facets (each counted under the other group's filter) and
+    the books the filters let through, from one (language, format) grid."""
+    grid = facet_grid(conn, filters)
+    languages: dict[str, int] = {}
+    formats: dict[str, int] = {}
+    total = 0
+    for lang, fmt, n in grid:
+        if _matches(fmt, filters.format):
+            languages[lang] = languages.get(lang, 0) + n
+        if _matches(lang, filters.language):
+            formats[fmt] = formats.get(fmt, 0) + n
+        if _matches(fmt, filters.format) and _matches(lang, filters.language):
+            total += n
+    out = [
+        FacetValue("language", v, n, v == filters.language) for v, n in sorted(languages.items())
+    ]
+    out += [FacetValue("format", v, n, v == filters.format) for v, n in sorted(formats.items())]
+    return tuple(out), total
 
 
 def entry(st: State, book_id: str) -> CatalogueEntry:
