@@ -251,8 +251,12 @@ def blocks(
 def delete_book(st: State, ref: str) -> BookInfo:
     """Delete a book and everything derived from it; returns what was deleted."""
     info = book(st, ref)
+    from mindory.store.document_keys import delete_keys
+
     with st.write() as s:
         s.execute(delete(BookRow).where(BookRow.sha256 == info.id))
+        # KOReader's keys of this file go with it; a newer edition keeps them as aliases
+        delete_keys(s, info.id)
     st.forget_book(info.id)
     # Its chunks' vectors went with it (cascade); take them out of the index too.
     path = st.index_path

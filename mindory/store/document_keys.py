@@ -4,7 +4,7 @@ when KOReader pushes or pulls a position (docs/apps.md)."""
 
 from __future__ import annotations
 
-from sqlalchemy import insert, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
 from mindory.errors import MindoryError
@@ -12,7 +12,14 @@ from mindory.importers.document_keys import document_keys
 from mindory.store.models import BookRow, DocumentKeyRow
 from mindory.store.queries import read_book_file
 
-__all__ = ["add_aliases", "book_for_key", "fill_missing_keys", "insert_keys", "keys_of"]
+__all__ = [
+    "add_aliases",
+    "book_for_key",
+    "delete_keys",
+    "fill_missing_keys",
+    "insert_keys",
+    "keys_of",
+]
 
 
 def insert_keys(s: Session, sha256: str, data: bytes, file_name: str) -> None:
@@ -49,6 +56,12 @@ def add_aliases(s: Session, old_sha256: str, new_sha256: str) -> int:
         added += 1
     s.flush()
     return added
+
+
+def delete_keys(s: Session, sha256: str) -> None:
+    """The keys of a deleted book (its own and its aliases); other books' aliases of it
+    stay."""
+    s.execute(delete(DocumentKeyRow).where(DocumentKeyRow.book_sha256 == sha256))
 
 
 def fill_missing_keys(s: Session) -> int:
