@@ -151,6 +151,14 @@ def test_every_route_keeps_readers_apart(client: TestClient, setup: dict[str, An
         client.get(f"/books/{book}/highlights/{hid}", headers=_as(setup["alice"])).json()["note"]
         == "mine"
     )
+    # the Readium positions list is the book's structure, the same for every reader
+    plist = call("GET", "/books/{book}/positions", f"/books/{book}/positions")
+    assert plist.status_code == 200 and plist.json()["total"] >= 1
+    assert (
+        plist.json() == client.get(f"/books/{book}/positions", headers=_as(setup["alice"])).json()
+    )
+    pre = call("OPTIONS", "/books/{book}/positions", f"/books/{book}/positions")
+    assert pre.status_code == 204
     # Bob now sees his own and only his own
     theirs = _snapshot(client, book, setup["bob"])
     assert [h["id"] for h in theirs["highlights"]] == [hlt.json()["id"]]
