@@ -33,7 +33,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: lint typecheck setup-check
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=25
 
 # Fetch what can be fetched (the npm modules); say plainly what the suite will skip here
 # (README, "Set-up"). Under CI=true those skips are failures.
