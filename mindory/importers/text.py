@@ -16,7 +16,8 @@ from functools import cached_property
 from pathlib import Path
 
 from mindory.errors import DecodeError
-from mindory.text.encoding import ByteIndex, DecodedText, read_text_file
+from mindory.text.byte_index import ByteIndex
+from mindory.text.encoding import DecodedText, read_text_file
 from mindory.text.normalize import HEADING_RE, detect_hard_wrap, normalize
 from mindory.text.offsets import Utf16Index
 from mindory.text.records import Book, NormalizeProfile, Section, TocEntry

@@ -27,7 +27,8 @@ from mindory.store.models import (
     SectionTextRow,
 )
 from mindory.store.queries import get_derivation, get_section_id
-from mindory.text.encoding import ByteIndex, decode_bytes
+from mindory.text.byte_index import ByteIndex
+from mindory.text.encoding import decode_bytes
 from mindory.text.offsets import OffsetMap
 
 # Section places (texts, offset map, blocks, CFI table) kept across searches: building

@@ -20,7 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mindory.errors import DecodeError
-from mindory.text.encoding import ByteIndex, DecodedText, decode_bytes, read_text_file
+from mindory.text.byte_index import ByteIndex
+from mindory.text.encoding import DecodedText, decode_bytes, read_text_file
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 
