@@ -1,7 +1,7 @@
 """The compiled loops equal their pure-Python/numpy references, on generated text.
 
-``kernels`` runs wherever numba is installed (it is a dependency); the
-references run without it. Both must give the same clusters, normalized text,
+``kernels`` runs wherever numba is installed (the ``fast`` extra; the dev extra the
+suite runs with has it); the references run without it. Both must give the same clusters, normalized text,
 offset maps, blocks and window spans, so a book imported on either machine
 gets the same ids.
 """
@@ -25,7 +25,7 @@ from tests.conftest import corpus_file
 from tests.strategies import PIECES, messy_text
 
 if not kernels.AVAILABLE and os.environ.get("CI") == "true":  # pragma: no cover
-    pytest.fail("numba is a dependency: the compiled loops must run in CI")
+    pytest.fail("numba is in the dev extra: the compiled loops must run in CI")
 pytestmark = pytest.mark.skipif(not kernels.AVAILABLE, reason="numba is not installed")
 
 
