@@ -94,7 +94,7 @@ class EvalQuery:
     book_sha256: str | None = None  # the book by content, whatever its file is called
     lang: str | None = None  # the query's language (reported per language)
     id: str | None = None
-    pair: str | None = None  # the id of the same question in the other script (zh)
+    pair: str | None = None  # the id of the same question in the other script or language
 
 
 def load_queries(path: str | os.PathLike[str]) -> list[EvalQuery]:
