@@ -4,6 +4,17 @@
     .venv/bin/python bench/bench_search.py                 # 10k and 100k libraries (~5 min)
     .venv/bin/python bench/bench_search.py --million       # + FAISS alone at 1M (~10 min more)
     .venv/bin/python bench/bench_search.py --sizes 10000   # one size
+    .venv/bin/python bench/bench_search.py --db LIB        # a library as it is (its own embedder)
+
+``--db LIB`` measures a library as it is — its current embedding (the default
+``minilm+e5``: the query embedding is part of every search), nothing built or changed
+but the caches beside it (FAISS file, postings) — in process (``Library.search``) and
+over HTTP against a real ``mindory serve`` (uvicorn) process, one request at a time, the
+questions of ``samples/queries`` (reader questions first). Per stage p50 / p90 from the
+timings every search reports (``SearchResult.timings``, also in the HTTP answer): words,
+trigram, query embedding, vector search, fuse, arrange, locate, total; and the wall time.
+``--hits PATH`` writes each question's hit list (chunk ids in order) from the in-process
+run, to check that a change leaves the ranking as it was.
 
 Libraries are built through the real pipeline (``Library.import_book``, then
 ``Library.embed``): first the books of ``shared/corpus`` (EPUB and plain text, English,
@@ -33,7 +44,9 @@ import argparse
 import json
 import os
 import random
+import socket
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -365,6 +378,154 @@ def bench_million(log: Callable[[str], None], n: int = 1_000_000) -> dict[str, A
     return out
 
 
+# The stages of one search as its timings name them (SearchResult.timings), in order.
+STAGES = {
+    "words": "words",
+    "lexical": "trigram",
+    "embed": "query embedding",
+    "index": "index check",
+    "vector": "vectors",
+    "wait": "vector wait",
+    "fuse": "fuse",
+    "arrange": "arrange",
+    "locate": "locate",
+    "total": "total",
+}
+
+
+def library_queries(names: Sequence[str] = ()) -> list[str]:
+    """The questions of samples/queries (or of the sets ``names``), reader questions
+    first, each once."""
+    sets = [p for p in QUERY_SETS if not names or p.stem in names]
+    sets.sort(key=lambda p: (p.name != "reader-questions.jsonl", p.name))
+    return list(dict.fromkeys(q.query for path in sets for q in load_queries(path)))
+
+
+def stage_table(rows: Sequence[dict[str, float]], walls: Sequence[float]) -> dict[str, Any]:
+    """p50 / p90 of every stage over the searches that ran it, and of the wall time."""
+    out: dict[str, Any] = {}
+    for key in [*STAGES, *sorted({k for r in rows for k in r} - set(STAGES))]:
+        values = [r[key] for r in rows if key in r]
+        if values:
+            out[key] = {
+                "p50_ms": float(np.percentile(values, 50)),
+                "p90_ms": float(np.percentile(values, 90)),
+                "n": len(values),
+            }
+    out["wall"] = {
+        "p50_ms": float(np.percentile(walls, 50)),
+        "p90_ms": float(np.percentile(walls, 90)),
+        "n": len(walls),
+    }
+    return out
+
+
+def in_process(
+    db: Path, queries: Sequence[str], mode: str, rounds: int
+) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """``Library.search`` over the questions (after a warm-up round): stages and hits."""
+    rows: list[dict[str, float]] = []
+    walls: list[float] = []
+    hits: dict[str, list[str]] = {}
+    with Library.open(db) as lib:
+        for q in queries:
+            lib.search(q, k=10, mode=mode)  # warm: models, index, postings, places
+        for _ in range(rounds):
+            for q in queries:
+                t = time.perf_counter()
+                result = lib.search(q, k=10, mode=mode)
+                walls.append(1000 * (time.perf_counter() - t))
+                rows.append(dict(result.timings))
+                hits[q] = [h.chunk for h in result.hits]
+        facts = {"embedder": result.embedder_id, "queries": len(queries), "rounds": rounds}
+    return {"facts": facts, **stage_table(rows, walls)}, hits
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def over_http(db: Path, queries: Sequence[str], mode: str, rounds: int) -> dict[str, Any]:
+    """``GET /search`` against a ``mindory serve`` process (uvicorn), one request at a
+    time on one kept-alive connection, after a warm-up round; stages from the answer's
+    timings, wall time at the client."""
+    import httpx
+
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if k not in ("MINDORY_TOKEN", "MINDORY_EMBEDDER")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mindory.server.serve", "--db", str(db), "--port", str(port),
+         "--log-level", "warning"],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    rows: list[dict[str, float]] = []
+    walls: list[float] = []
+    try:
+        with httpx.Client(base_url=base, timeout=120) as client:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if client.get("/health", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("the server did not start")
+                time.sleep(0.1)
+            for q in queries:
+                client.get("/search", params={"q": q, "mode": mode}).raise_for_status()
+            for _ in range(rounds):
+                for q in queries:
+                    t = time.perf_counter()
+                    r = client.get("/search", params={"q": q, "mode": mode})
+                    r.raise_for_status()
+                    body = r.json()
+                    walls.append(1000 * (time.perf_counter() - t))
+                    rows.append({k: float(v) for k, v in body["timings"].items()})
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return stage_table(rows, walls)
+
+
+def bench_library(args: argparse.Namespace) -> dict[str, Any]:
+    queries = library_queries(args.sets)
+    if args.queries:
+        queries = queries[: args.queries]
+    report: dict[str, Any] = {"db": str(args.db), "mode": args.mode, "queries": len(queries)}
+    if not args.http_only:
+        report["in_process"], hits = in_process(args.db, queries, args.mode, args.rounds)
+        if args.hits:
+            args.hits.write_text(json.dumps(hits, ensure_ascii=False, indent=0), "utf-8")
+    if not args.in_process_only:
+        report["http"] = over_http(args.db, queries, args.mode, args.rounds)
+    return report
+
+
+def print_library(report: dict[str, Any]) -> None:
+    parts = [p for p in ("in_process", "http") if p in report]
+    facts = report.get("in_process", {}).get("facts", {})
+    print(f"\n{report['db']}, {report['mode']}, {report['queries']} questions, embedder "
+          f"{facts.get('embedder', '?')}, one search at a time, k=10; p50 / p90 ms\n")  # fmt: skip
+    print("| stage | " + " | ".join(p.replace("_", " ") for p in parts) + " |")
+    print("|---|" + "---:|" * len(parts))
+    keys = [k for k in [*STAGES, "wall"] if any(k in report[p] for p in parts)]
+    keys += sorted({k for p in parts for k in report[p]} - set(keys) - {"facts"})
+    for key in keys:
+        cells = [
+            f"{report[p][key]['p50_ms']:.1f} / {report[p][key]['p90_ms']:.1f}"
+            if key in report[p]
+            else "—"
+            for p in parts
+        ]
+        name = STAGES.get(key, "wall (client)" if key == "wall" else key)
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
@@ -372,7 +533,21 @@ def main() -> None:
     ap.add_argument("--spans", type=int, default=30, help="span-like queries added")
     ap.add_argument("--keep", type=Path, help="build the libraries in this folder and keep them")
     ap.add_argument("--json", type=Path, help="write the figures here too")
+    ap.add_argument("--db", type=Path, help="measure this library as it is (no build)")
+    ap.add_argument("--mode", default="hybrid", help="with --db: the search mode")
+    ap.add_argument("--rounds", type=int, default=1, help="with --db: passes over the questions")
+    ap.add_argument("--queries", type=int, help="with --db: only the first N questions")
+    ap.add_argument("--sets", nargs="*", default=[], help="with --db: these query files only")
+    ap.add_argument("--hits", type=Path, help="with --db: write each question's hit list here")
+    ap.add_argument("--in-process-only", action="store_true", help="with --db: no server")
+    ap.add_argument("--http-only", action="store_true", help="with --db: the server only")
     args = ap.parse_args()
+    if args.db is not None:
+        library = bench_library(args)
+        print_library(library)
+        if args.json:
+            args.json.write_text(json.dumps(library, indent=1), encoding="utf-8")
+        return
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

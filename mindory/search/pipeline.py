@@ -164,8 +164,7 @@ def search(
                 t = perf_counter()
                 found = _word_list(sv, conn, query, languages, n, filters, warnings)
                 if found is not None:
-                    lists["words"] = found
-                    words_complete = not sv.words_missing(conn)
+                    lists["words"], words_complete = found
                 timings["words"] = 1000 * (perf_counter() - t)
             if "lexical" in uses and not terms.empty:
                 t = perf_counter()
@@ -190,13 +189,16 @@ def search(
                 concurrent.futures.wait([vector_part])
             raise
         if vector_part is not None:
+            t = perf_counter()
             lists["vector"] = vector_part.result()
+            timings["wait"] = 1000 * (perf_counter() - t)  # what the vector thread adds
         without = int(timings.pop("chunks_without_vectors", 0))
         if without:
             warnings.append(
                 f"{without} chunk(s) have no vectors yet (mindory embed): they are found by "
                 "the word and trigram indexes only"
             )
+        t = perf_counter()
         if len(uses) > 1:
             if rrf_k is None:
                 floored = floored_lists(
@@ -210,6 +212,7 @@ def search(
                 Fused(i, raw, {mode: (r, raw)})
                 for r, (i, raw) in enumerate(lists.get(uses[0], []), start=1)
             ]
+        timings["fuse"] = 1000 * (perf_counter() - t)
         t = perf_counter()
         # The phrase bonus offsets the vectors' pull towards paraphrase (phrases.py):
         # only where vectors take part.
@@ -259,8 +262,9 @@ def _word_list(
     n: int,
     filters: Filters,
     warnings: list[str],
-) -> list[tuple[int, float]] | None:
-    """The word index's ranking of the query (None: this database has no word index)."""
+) -> tuple[list[tuple[int, float]], bool] | None:
+    """The word index's ranking of the query, and whether every current chunk is in the
+    index (None: this database has no word index)."""
     has = sv.has_word_index
     if not (has(conn) if has else text_index.has_word_index(conn, sv.has_fts(conn))):
         return None
@@ -273,8 +277,8 @@ def _word_list(
     terms = query_terms(query, languages)
     from_postings = sv.word_postings(conn, terms, n, filters)
     if from_postings is not None:
-        return from_postings
-    return text_index.words_search(conn, terms, limit=n, filters=filters)
+        return from_postings, not missing
+    return text_index.words_search(conn, terms, limit=n, filters=filters), not missing
 
 
 def _query_language(query: str, languages: Sequence[str]) -> str:

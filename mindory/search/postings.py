@@ -204,6 +204,11 @@ class WordPostings:
             out.append(mask & alive)
         return out
 
+    def doc_count(self, token: str) -> int:
+        """How many rows held hold ``token`` (FTS5's ``fts5vocab`` count of the same rows)."""
+        found = [s.postings(token) for s in self.segments]
+        return sum(int(a[p[0]].sum()) for p, a in zip(found, self.alive) if p is not None)
+
     def search(
         self,
         tokens: Sequence[str],

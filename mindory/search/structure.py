@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -90,14 +92,37 @@ class Candidate:
 
     @classmethod
     def of(cls, id: int, book: str, text: str, section_title: str = "") -> Candidate:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
         return cls(
             id=id,
             book=book,
             text=text,
             section_title=section_title,
-            apparatus=apparatus_kind(text, section_title),
-            digest=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            apparatus=_apparatus(digest, section_title, text),
+            digest=digest,
         )
+
+
+_APPARATUS: OrderedDict[tuple[str, str], str | None] = OrderedDict()
+_APPARATUS_MAX = 8192  # (64-character keys: under 2 MB)
+_APPARATUS_LOCK = threading.Lock()
+
+
+def _apparatus(digest: str, section_title: str, text: str) -> str | None:
+    """:func:`apparatus_kind`, remembered by the text's digest and the title (content,
+    never stale): the same chunks come back search after search, and testing 50
+    candidates for a contents page cost ~2 ms a search."""
+    key = (digest, section_title)
+    with _APPARATUS_LOCK:
+        if key in _APPARATUS:
+            _APPARATUS.move_to_end(key)
+            return _APPARATUS[key]
+    kind = apparatus_kind(text, section_title)
+    with _APPARATUS_LOCK:
+        _APPARATUS[key] = kind
+        while len(_APPARATUS) > _APPARATUS_MAX:
+            _APPARATUS.popitem(last=False)
+    return kind
 
 
 def arrange(

@@ -208,6 +208,7 @@ class VectorIndex:
         self._ids_cache: np.ndarray | None = None
         self.coarse_min = int(coarse_min)
         self._coarse: Any = None  # flat ≥ coarse_min: the fp16 copy (made on first search)
+        self._halves: dict[int, Any] = {}  # flat: half → its rows' half (made on first search)
         self._kind = FLAT if kind == "auto" else kind
         self._index: Any = self._new_index(self._kind)
 
@@ -275,6 +276,7 @@ class VectorIndex:
                 index.add_with_ids(vecs, id_arr)
         self._index, self._kind = index, kind
         self._coarse = None
+        self._halves = {}
         self._deleted = set()
         self._dead_sel = None
         self._ids_cache = None
@@ -304,6 +306,9 @@ class VectorIndex:
             self._index.add_with_ids(vecs, id_arr)
             if self._coarse is not None:
                 self._coarse.add_with_ids(vecs, id_arr)
+            for half, sub in self._halves.items():
+                part, rows = self._half_rows(vecs, half)
+                sub.add_with_ids(part, id_arr[rows])
         self._ids_cache = None
 
     def remove(self, ids: Iterable[int] | np.ndarray) -> int:
@@ -319,6 +324,8 @@ class VectorIndex:
             removed = int(self._index.remove_ids(faiss.IDSelectorBatch(present)))
             if self._coarse is not None:
                 self._coarse.remove_ids(faiss.IDSelectorBatch(present))
+            for sub in self._halves.values():
+                sub.remove_ids(faiss.IDSelectorBatch(present))
         else:
             self._deleted.update(present.tolist())
             self._dead_sel = None
@@ -427,7 +434,47 @@ class VectorIndex:
         with _omp_threads(threads):
             if allowed is not None and self._kind != FLAT and allowed.size <= EXACT_SUBSET_MAX:
                 return self._search_subset(q, k, allowed)
+            if allowed is None and self._kind == FLAT:
+                found = self._search_half(q, k)
+                if found is not None:
+                    return found
             return self._search_faiss(q, k, allowed)
+
+    def _search_half(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """A query that fills one half of the dimensions only (the default embedder's
+        vectors: MiniLM's half or e5's, :mod:`mindory.search.routed`) against the rows
+        that fill that half, on that half alone: a quarter of the bytes to scan for an
+        English question (1.0 against 6.8 ms at 23.6k × 768). Every row left out scores
+        exactly 0, so the answer is the full scan's whenever its k-th score is above 0
+        (same products, same sums: the scores agree bit for bit); else None (the full
+        scan answers)."""
+        half = self.dim // 2
+        if self.dim % 2 or q.shape[0] != 1:
+            return None
+        first, second = bool(q[0, :half].any()), bool(q[0, half:].any())
+        if first == second:
+            return None
+        which = 0 if first else 1
+        sub = self._halves.get(which)
+        if sub is None:
+            ids, vecs = self.vectors()
+            part, rows = self._half_rows(vecs, which)
+            sub = faiss.IndexIDMap2(faiss.IndexFlatIP(half))
+            sub.add_with_ids(part, ids[rows])
+            self._halves[which] = sub
+        if sub.ntotal < k:
+            return None
+        scores, ids = sub.search(np.ascontiguousarray(q[:, which * half : (which + 1) * half]), k)
+        if not scores[0, k - 1] > 0:
+            return None
+        return _finish(scores, ids)
+
+    def _half_rows(self, vecs: np.ndarray, which: int) -> tuple[np.ndarray, np.ndarray]:
+        """Half ``which`` of the rows of ``vecs`` that have anything in it, and their rows."""
+        half = self.dim // 2
+        part = vecs[:, which * half : (which + 1) * half]
+        rows = np.flatnonzero(part.any(axis=1))
+        return np.ascontiguousarray(part[rows], dtype=np.float32), rows
 
     def _search_faiss(
         self, q: np.ndarray, k: int, allowed: np.ndarray | None

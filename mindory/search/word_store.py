@@ -9,8 +9,17 @@ the held rows are compared with the database's and repaired (rows added and remo
 when most of them differ, rebuilt — never served stale: the repaired postings must hold
 FTS5's own row and token totals, or the search falls back to FTS5.
 
-Below :data:`POSTINGS_MIN` rows FTS5 ranks a question in a few milliseconds and the
-postings are not made (a one-off ``mindory search`` does not pay for loading them).
+Below :data:`POSTINGS_MIN` rows a one-off ``mindory search`` asks FTS5 (a few
+milliseconds; loading the postings would cost more), but a process that keeps searching
+(the server) takes the postings from :data:`SERVE_MIN` rows after its first
+:data:`WARM_SEARCHES` searches: at 23.6k chunks FTS5 took 16–31 ms a question beside the
+vector thread, the postings ~1 ms. ``mindory index`` makes the file from
+:data:`SERVE_MIN` rows, so a server loads it rather than building it on a request.
+
+Below :data:`EXACT_MIN` rows FTS5's list is budgeted (:func:`mindory.store.words_fts.
+words_search`: the rarest terms, their best 100 re-scored with every term) and the
+postings rank the same way, so a list never depends on which of the two answered; from
+:data:`EXACT_MIN` up they rank every row holding a term.
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ from mindory.search.postings import WordPostings
 from mindory.store.fts import Filters
 from mindory.store.vectors import chunk_ids_in
 from mindory.store.words_fts import (
+    BM25_BUDGET,
+    RERANK_DEPTH,
     current_chunk_ids,
     phrase_tokens,
     term_row_ids,
@@ -36,12 +47,19 @@ from mindory.store.words_fts import (
     terms_state,
 )
 
-__all__ = ["POSTINGS_MIN", "WordStore"]
+__all__ = ["EXACT_MIN", "POSTINGS_MIN", "SERVE_MIN", "WordStore"]
 
 # From this many rows of the word index up, its list comes from the postings: at 114k
 # chunks FTS5 took 12–15 ms a question (bench_search.py), the postings ~1 ms; at 23k
-# FTS5 takes ~4 ms and building the postings ~1.2 s (once, then the file).
+# FTS5 takes ~4 ms alone and building the postings ~1.2 s (once, then the file), loading
+# the file ~60 ms plus reading the row ids (~0.1 s in all, more than FTS5's one answer).
 POSTINGS_MIN = 50_000
+# A process past its first WARM_SEARCHES searches (a server) uses them from SERVE_MIN
+# rows: there FTS5 shares the cores with the vector thread (16–31 ms a question at 23.6k).
+SERVE_MIN = 10_000
+WARM_SEARCHES = 3
+# Below this many rows the postings rank as FTS5's budgeted list does (module doc).
+EXACT_MIN = 50_000
 REPAIR_MIN = 2000  # rows this far (or half the index) off the database: rebuilt
 
 
@@ -59,24 +77,35 @@ class WordStore:
     """The postings of one library (file ``path`` beside the database, or memory only),
     guarded by a lock: a repair must not change them under a search."""
 
-    def __init__(self, path: Path | None, min_rows: int = POSTINGS_MIN) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        min_rows: int = POSTINGS_MIN,
+        serve_min_rows: int = SERVE_MIN,
+        exact_min_rows: int = EXACT_MIN,
+    ) -> None:
         self.path = path
         self.min_rows = min_rows
+        self.serve_min_rows = serve_min_rows
+        self.exact_min_rows = exact_min_rows
+        self.searches = 0  # searches asked of this store (a server's count grows)
         self.loaded: LoadedPostings | None = None
         self._held: WordPostings | None = None  # kept across a fallback, for repair
         self._held_analysis = ""
         self.lock = threading.RLock()
 
-    def ensure(self, conn: Connection) -> LoadedPostings | None:
-        """The postings equal to the database now, or None where FTS5 answers (too
-        few rows, or the postings could not be made equal)."""
+    def ensure(self, conn: Connection, min_rows: int | None = None) -> LoadedPostings | None:
+        """The postings equal to the database now, or None where FTS5 answers (fewer
+        rows than ``min_rows``, by default the least a server uses them from; or the
+        postings could not be made equal)."""
         with self.lock:
             state = terms_state(conn)
             loaded = self.loaded
             if loaded is not None and loaded.state == state:
                 return loaded
             rows, tokens, analysis = int(state[0]), int(state[1]), str(state[3])
-            if rows < self.min_rows:
+            least = min(self.min_rows, self.serve_min_rows) if min_rows is None else min_rows
+            if rows < least:
                 self.loaded = self._held = None
                 return None
             held = term_row_ids(conn)
@@ -126,17 +155,25 @@ class WordStore:
     ) -> list[tuple[int, float]] | None:
         """The word list (``(chunk row id, -bm25)`` best first) from the postings, or
         None where FTS5 must answer (small index; a term FTS5 reads as a phrase)."""
-        tokens = [phrase_tokens(t) for t in dict.fromkeys(terms)]
+        unique = list(dict.fromkeys(terms))
+        tokens = [phrase_tokens(t) for t in unique]
         if any(len(t) > 1 for t in tokens):
             return None  # "o'clock": a phrase of two tokens needs positions
-        loaded = self.ensure(conn)
+        self.searches += 1
+        least = self.min_rows
+        if self.searches > WARM_SEARCHES:
+            least = min(least, self.serve_min_rows)
+        loaded = self.ensure(conn, least)
         if loaded is None:
             return None
         usable = loaded.current
         if filters.book_id is not None:
             usable = loaded.postings.masks(chunk_ids_in(conn, filters))
+        words = {t: p[0] for t, p in zip(unique, tokens) if p}
+        if loaded.rows < self.exact_min_rows:
+            return _budgeted(loaded, words, limit, usable)
         return loaded.postings.search(
-            [t[0] for t in tokens if t],
+            list(words.values()),
             rows=loaded.rows,
             total_tokens=loaded.tokens,
             limit=limit,
@@ -146,3 +183,40 @@ class WordStore:
     def clear(self) -> None:
         with self.lock:
             self.loaded = self._held = None
+
+
+def _budgeted(
+    loaded: LoadedPostings, words: dict[str, str], limit: int, usable: list[np.ndarray]
+) -> list[tuple[int, float]]:
+    """:func:`mindory.store.words_fts.words_search`'s list, step by step, from the
+    postings (``words``: each query term's one token): the rarest terms until their
+    chunks add up to the budget, their best ``RERANK_DEPTH`` re-scored with every term."""
+    postings = loaded.postings
+
+    def ranked(tokens: list[str], n: int, use: list[np.ndarray]) -> list[tuple[int, float]]:
+        return postings.search(
+            tokens, rows=loaded.rows, total_tokens=loaded.tokens, limit=n, usable=use
+        )
+
+    if not words:
+        return []
+    held = {t: postings.doc_count(token) for t, token in words.items()}
+    if sum(held.values()) <= BM25_BUDGET:
+        return ranked(list(words.values()), limit, usable)
+    chosen: list[str] = []
+    total = 0
+    for term in sorted(held, key=lambda t: (held[t], t)):
+        if held[term] == 0:
+            continue
+        if chosen and total + held[term] > BM25_BUDGET:
+            break
+        chosen.append(term)
+        total += held[term]
+    if not chosen:
+        return []
+    if len(chosen) == sum(1 for t in held if held[t]):
+        return ranked([words[t] for t in chosen], limit, usable)
+    candidates = ranked([words[t] for t in chosen], max(limit, RERANK_DEPTH), usable)
+    picked = np.array(sorted(i for i, _ in candidates), dtype=np.int64)
+    # Every term's score of those candidates alone: the same ties (the smaller id).
+    return ranked(list(words.values()), len(candidates), postings.masks(picked))[:limit]

@@ -484,3 +484,56 @@ def test_a_large_flat_index_scans_in_fp16_and_returns_exact_scores() -> None:
     scores, got = vi.search(q, 10)
     np.testing.assert_array_equal(got, brute(all_vecs, all_ids, q, 10)[1])
     assert vi.kind == "flat"
+
+
+def _routed(n: int, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors that fill one half of 64 dimensions each (the default embedder's
+    shape: MiniLM's half or e5's), with exact copies (one text in two books)."""
+    rng = np.random.default_rng(seed)
+    vecs = np.zeros((n, 64), dtype=np.float32)
+    half = rng.random(n) < 0.3
+    body = rng.standard_normal((n, 32)).astype(np.float32)
+    body /= np.linalg.norm(body, axis=1, keepdims=True)
+    vecs[~half, :32] = body[~half]
+    vecs[half, 32:] = body[half]
+    vecs[n // 2 : n // 2 + 20] = vecs[:20]  # copies: equal scores, ties by id
+    return np.arange(1, n + 1, dtype=np.int64) * 3, vecs
+
+
+def test_a_query_of_one_half_scans_that_half_and_agrees_bit_for_bit() -> None:
+    ids, vecs = _routed(3000)
+    halves = VectorIndex(64)
+    halves.build(ids, vecs)
+    full = VectorIndex(64)
+    full.build(ids, vecs)
+    full._search_half = lambda q, k: None  # type: ignore[method-assign]  # the full scan alone
+    for row in [*range(0, 3000, 97), *range(0, 20)]:
+        q = vecs[row : row + 1]
+        for k in (1, 10, 60):
+            s1, i1 = halves.search(q, k)
+            s2, i2 = full.search(q, k)
+            assert np.array_equal(i1, i2) and np.array_equal(s1, s2)
+    assert set(halves._halves) == {0, 1}
+    # Kept in step with adds and removals.
+    more_ids, more = _routed(200, seed=9)
+    halves.add(more_ids + 10**6, more)
+    full.add(more_ids + 10**6, more)
+    halves.remove(ids[::7])
+    full.remove(ids[::7])
+    for row in range(0, 200, 13):
+        q = more[row : row + 1]
+        s1, i1 = halves.search(q, 50)
+        s2, i2 = full.search(q, 50)
+        assert np.array_equal(i1, i2) and np.array_equal(s1, s2)
+
+
+def test_a_half_query_without_enough_positive_scores_falls_back_to_the_full_scan() -> None:
+    vecs = np.zeros((8, 64), dtype=np.float32)
+    vecs[:3, 0] = 1.0  # three rows of the first half
+    vecs[3:, 40] = 1.0  # five of the second
+    index = VectorIndex(64)
+    index.build(np.arange(1, 9), vecs)
+    q = -vecs[:1]  # -1 against its own half: the other half's rows (0) come first
+    scores, found = index.search(q, 2)
+    assert scores[0].tolist() == [0.0, 0.0] and set(found[0].tolist()) <= {4, 5, 6, 7, 8}
+    assert index.search(vecs[:1], 2)[0][0].tolist() == [1.0, 1.0]  # its own half: 1

@@ -194,3 +194,43 @@ def test_reindex_makes_the_postings_of_a_large_library(tmp_path: Path) -> None:
         lib.reindex()
         assert lib.state.words.loaded is not None
         assert (tmp_path / "lib.sqlite.words").exists()
+
+
+@pytest.mark.parametrize("budget", [40, 300, 2500])
+def test_below_the_exact_size_the_postings_rank_as_fts5s_budgeted_list(
+    conn: Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: int
+) -> None:
+    """Below EXACT_MIN the postings answer with words_search's list (the rarest terms,
+    their best re-scored), so which of the two answers never changes a ranking."""
+    import mindory.search.word_store as ws
+    from mindory.store.words_fts import words_search
+
+    monkeypatch.setattr(ws, "BM25_BUDGET", budget)
+    store = ws.WordStore(tmp_path / "lib.words", min_rows=0)
+    queries = [
+        ["river", "thames", "boat", "old", "man"],
+        ["guest", "hous", "the", "day", "time", "come"],
+        ["宝玉", "黛玉", "说", "道"],
+        ["nowher", "ellen", "dick", "hammond", "clara", "love"],
+        ["qqq"],
+    ]
+    for terms in queries:
+        fts = words_search(conn, terms, limit=10, filters=Filters(), budget=budget)
+        got = store.search(conn, terms, 10, Filters())
+        assert got is not None
+        assert [i for i, _ in got] == [i for i, _ in fts], terms
+        assert np.allclose([s for _, s in got], [s for _, s in fts], rtol=0, atol=1e-9)
+
+
+def test_a_process_that_keeps_searching_uses_the_postings_from_fewer_rows(
+    conn: Connection, tmp_path: Path
+) -> None:
+    import mindory.search.word_store as ws
+
+    rows = index_totals(conn)[0]
+    store = ws.WordStore(tmp_path / "lib.words", min_rows=rows + 1, serve_min_rows=rows)
+    for _ in range(ws.WARM_SEARCHES):  # a one-off search: FTS5 answers, nothing is made
+        assert store.search(conn, ["river"], 10, Filters()) is None
+    assert store.loaded is None and not (tmp_path / "lib.words").exists()
+    assert store.search(conn, ["river"], 10, Filters())  # then the postings
+    assert store.loaded is not None and (tmp_path / "lib.words").exists()

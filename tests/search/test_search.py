@@ -632,3 +632,14 @@ def test_without_fts_lexical_search_scans_with_like(lib: Library) -> None:
     top = result.hits[0].locator.highlight.lower()
     assert all(w in top for w in ("parliament", "house", "dung", "market"))
     assert [m.text for m in result.hits[0].matches]
+
+
+def test_a_hybrid_search_times_each_of_its_stages(lib: Library) -> None:
+    """What bench_search.py reports per stage: the words list, the query's embedding and
+    vector search (on the worker thread), the wait for them, fusion, arranging, locating."""
+    timings = lib.search("the river and the houses of parliament", k=5).timings
+    assert {"words", "embed", "vector", "wait", "fuse", "arrange", "locate", "total"} <= set(
+        timings
+    )
+    assert all(v >= 0 for v in timings.values())
+    assert timings["total"] >= timings["arrange"] + timings["locate"]
