@@ -3,8 +3,9 @@ options, consoles and one-line errors."""
 
 from __future__ import annotations
 
+import functools
 import json
-import statistics
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -125,6 +126,23 @@ def fail(exc: BaseException, debug: bool) -> None:
     sys.exit(1 if isinstance(exc, MindoryError) else 2)
 
 
+_IMPORTED = time.perf_counter()  # the fallback start where /proc is not there
+
+
+@functools.cache
+def process_started() -> float:
+    """When this process started, on :func:`time.perf_counter`'s clock (Linux: from
+    ``/proc/self/stat``, to a clock tick; elsewhere when this module was imported)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        since_boot = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - since_boot
+    except (OSError, ValueError, IndexError, AttributeError):
+        return _IMPORTED
+    return time.perf_counter() - age if 0 <= age < 3600 else _IMPORTED
+
+
 def library(ctx: click.Context) -> Library:
     """The library of ``--db``, opened once per command and closed with it."""
     from mindory.library import Library
@@ -193,6 +211,8 @@ def settings_options(fn: F) -> F:
 
 
 def length_summary(lengths: list[int]) -> dict[str, Any]:
+    import statistics  # here: it loads fractions and decimal, which no other command needs
+
     if not lengths:
         return {"count": 0}
     ordered = sorted(lengths)

@@ -4,19 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
-from rich.text import Text
 
 from mindory.cli.common import (
     ProgressLines,
@@ -24,7 +15,14 @@ from mindory.cli.common import (
     err_console,
     library,
     print_json,
+    process_started,
 )
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+# rich is imported inside the commands that draw with it: ~50 ms a search need not wait for
+# before its first hit (the commands of this module share one import of it).
 
 
 @click.command()
@@ -52,6 +50,14 @@ def embed(
     as_json: bool,
 ) -> None:
     """Embed the chunks that have no vector yet (current derivations), then update the index."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     lib = library(ctx)
     show = not as_json and err_console().is_terminal
     # Not a terminal (a log, a pipe, --json): lines now and then instead of a bar that
@@ -137,6 +143,8 @@ def _flat(text: str) -> str:
 def _snippet_text(hit: Any) -> Text:
     """The hit's text as a reader sees it (without ruby annotations: the display text)
     around its first match, matched words highlighted."""
+    from rich.text import Text
+
     loc = hit.locator
     chunk = loc.highlight
     spans = [
@@ -197,6 +205,12 @@ def _place_of(loc: Any) -> str:
     "trigram index alone.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Say what each part cost (also in --json's timings, in milliseconds).",
+)
 @click.pass_context
 def search(
     ctx: click.Context,
@@ -206,9 +220,24 @@ def search(
     k: int,
     mode: str,
     as_json: bool,
+    verbose: bool,
 ) -> None:
     """Search the library; every hit comes with its exact place."""
-    result = library(ctx).search(query, k=k, mode=mode, book=book, section=section)
+    import dataclasses
+
+    t0 = perf_counter()
+    lib = library(ctx)
+    t1 = perf_counter()
+    result = lib.search(query, k=k, mode=mode, book=book, section=section)
+    # The command's own parts before the library's: the process's start (interpreter,
+    # click, this module) and opening the library; "command" is all of it until now.
+    timings = {
+        "start": 1000 * (t0 - process_started()),
+        "open": 1000 * (t1 - t0),
+        **result.timings,
+        "command": 1000 * (perf_counter() - process_started()),
+    }
+    result = dataclasses.replace(result, timings=timings)
     if as_json:
         print_json(result.to_json())
         return
@@ -216,7 +245,14 @@ def search(
         click.echo(f"mindory: warning: {warning}", err=True)
     if not result.hits:
         console().print("no hits")
-        return
+    _print_hits(result)
+    if verbose:
+        click.echo(_timings_line(result.timings), err=True)
+
+
+def _print_hits(result: Any) -> None:
+    from rich.text import Text
+
     for hit in result.hits:
         loc = hit.locator
         why = ", ".join(
@@ -233,12 +269,42 @@ def search(
             where += f"  block {loc.blocks.first}–{loc.blocks.last}, page {loc.blocks.page}"
         console().print(where, style="cyan", highlight=False, markup=False)
         console().print(Text("    ").append(_snippet_text(hit)))
-    timing = result.timings.get("total", 0.0)
-    console().print(
-        f"{len(result.hits)} hit(s) in {timing:.1f} ms ({_ran(result)})",
-        style="dim",
-        highlight=False,
-    )
+    if result.hits:
+        timing = result.timings.get("total", 0.0)
+        console().print(
+            f"{len(result.hits)} hit(s) in {timing:.1f} ms ({_ran(result)})",
+            style="dim",
+            highlight=False,
+        )
+
+
+# What each timing measures, in the order a search runs (--verbose; docs/search.md).
+TIMING_NAMES = {
+    "start": "start (interpreter, click, command)",
+    "open": "open library",
+    "imports": "search code",
+    "words": "word list (query analysis included)",
+    "lexical": "trigram list",
+    "embed": "query vector (model load included)",
+    "index": "vector index",
+    "vector": "vector list",
+    "wait": "waited for vectors",
+    "fuse": "fusion",
+    "arrange": "arrange",
+    "locate": "locate",
+    "total": "search",
+    "command": "whole command",
+}
+
+
+def _timings_line(timings: Any) -> str:
+    """``timings (ms): start 95 · open library 40 · …``: the known parts in order, then
+    any others."""
+    names = [n for n in TIMING_NAMES if n in timings] + [
+        n for n in timings if n not in TIMING_NAMES
+    ]
+    parts = [f"{TIMING_NAMES.get(n, n)} {timings[n]:.0f}" for n in names]
+    return "timings (ms): " + " · ".join(parts)
 
 
 def _ran(result: Any) -> str:
@@ -288,6 +354,9 @@ def locate(
     EPUB the section's own. --section N --section-offset M counts from section N's start.
     With --chunk, the full Locator (Readium + W3C selectors) of one chunk.
     """
+    from rich.markup import escape
+    from rich.table import Table
+
     lib = library(ctx)
     if chunk is not None:
         loc = lib.locate_chunk(book, chunk, page_size=page_size)
@@ -382,6 +451,8 @@ def eval_(
     as_json: bool,
 ) -> None:
     """Retrieval quality on a query set: recall@1/5/10 and MRR per mode, completeness."""
+    from rich.table import Table
+
     from mindory.search.evaluation import evaluate, load_queries
     from mindory.search.fusion import MODES
 

@@ -144,11 +144,17 @@ class Library(ReadingStateMethods):
         page_size: int = DEFAULT_PAGE_SIZE,
     ) -> SearchResult:
         """The ``k`` best chunks for ``query``, each with its Locator and word matches
-        (:func:`mindory.search.pipeline.search`)."""
+        (:func:`mindory.search.pipeline.search`). Its ``timings`` start with
+        ``imports``: loading the search code, on the first search of a process only."""
+        from dataclasses import replace
+        from time import perf_counter
+
+        t = perf_counter()
         from mindory.search import pipeline
         from mindory.search.fusion import CANDIDATES
 
-        return pipeline.search(
+        imports = 1000 * (perf_counter() - t)
+        result = pipeline.search(
             self.state.services(),
             query,
             k=k,
@@ -160,6 +166,7 @@ class Library(ReadingStateMethods):
             candidates=CANDIDATES if candidates is None else candidates,
             page_size=page_size,
         )
+        return replace(result, timings={"imports": imports, **result.timings})
 
     # ------------------------------------------------------------------ concerns
 

@@ -11,15 +11,24 @@ The two models' vectors are not comparable, so they never meet: a vector is 768 
 MiniLM's in the first 384 and zero in the rest, e5's the other way round. Between the
 halves the cosine is exactly 0, so an English question never ranks a Chinese chunk by a
 meaningless cosine, and each half keeps its model's cosines exactly.
+
+Each model is loaded when a text of its script first comes (an English question never
+loads e5, a Chinese one never MiniLM: each costs about half a second and 100–200 MB).
+The id names both models' files, so it is made from their SHA-256s
+(:mod:`mindory.search.file_digest`), not from the loaded models; a model loaded later
+must agree with it.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
+from mindory.errors import MindoryError
 from mindory.search.minilm import CJK_LIMIT, cjk_share
 
 __all__ = ["SPEC", "ScriptRoutedEmbedder", "query_block", "says_something"]
@@ -52,23 +61,105 @@ def query_block(vector: np.ndarray) -> tuple[int, int] | None:
     return (0, HALF) if latin else (HALF, HALF)
 
 
+def _latin_part(model: Any) -> str:
+    """The MiniLM half's part of the id: its source model's SHA-256, 12 digits."""
+    return str(model.id.split("-")[-2])
+
+
+def _cjk_part(model: Any) -> str:
+    """The e5 half's part of the id: its weights file's and built graph's SHA-256s."""
+    return "-".join(model.id.split("-")[-3:-1])
+
+
+def _latin_part_unloaded() -> str:
+    """:func:`_latin_part` without loading the model (what ``MiniLMEmbedder.id`` hashes)."""
+    from mindory.search import minilm
+    from mindory.search.file_digest import sha256_of
+
+    return sha256_of(minilm._source_model())[:12]
+
+
+def _cjk_part_unloaded() -> str | None:
+    """:func:`_cjk_part` without loading the model (what ``E5Embedder.id`` hashes: the
+    weights file, and the int8 graph built from it in the cache folder); None while that
+    graph is not built yet."""
+    from mindory.search import e5
+    from mindory.search.file_digest import sha256_of
+    from mindory.search.onnx_cache import cache_dir
+
+    try:
+        weights = sha256_of(e5._source())
+    except OSError as exc:
+        raise MindoryError(f"cannot read the multilingual-e5 weights: {exc}") from exc
+    graph = cache_dir() / f"e5-{weights[:16]}-v{e5.BUILD_VERSION}.onnx"
+    try:
+        built = sha256_of(graph)
+    except OSError:
+        return None  # not built yet: loading the model builds it
+    return f"{weights[:12]}-{built[:8]}"
+
+
 class ScriptRoutedEmbedder:
-    """MiniLM ⊕ multilingual-e5, routed by the script of each text (768 dimensions)."""
+    """MiniLM ⊕ multilingual-e5, routed by the script of each text (768 dimensions);
+    each model loaded on first use (see the module doc)."""
 
     backend = SPEC
 
     def __init__(self) -> None:
-        from mindory.search.e5 import E5Embedder
-        from mindory.search.minilm import MiniLMEmbedder
+        self._lock = threading.Lock()  # a server's threads load each model once
+        self._loaded: dict[str, Any] = {}
+        self._parts: dict[str, str] = {}
+        self._id: str | None = None
 
-        self._latin = MiniLMEmbedder()
-        self._cjk = E5Embedder()
-        latin_sha = self._latin.id.split("-")[-2]
-        cjk_sha = "-".join(self._cjk.id.split("-")[-3:-1])  # weights file, built graph
-        self._id = f"{SPEC}-{latin_sha}-{cjk_sha}-{TITLES}-{2 * HALF}"
+    def _model(self, half: str) -> Any:
+        """The model of ``half`` (``latin`` or ``cjk``), loaded on first use; it must
+        name the same files as the id already given out."""
+        with self._lock:
+            model = self._loaded.get(half)
+            if model is None:
+                if half == "latin":
+                    from mindory.search.minilm import MiniLMEmbedder
+
+                    model = MiniLMEmbedder()
+                    part = _latin_part(model)
+                else:
+                    from mindory.search.e5 import E5Embedder
+
+                    model = E5Embedder()
+                    part = _cjk_part(model)
+                known = self._parts.setdefault(half, part)
+                if known != part:
+                    raise MindoryError(
+                        f"the {half} model's files changed while mindory ran ({known} → "
+                        f"{part}): run the command again"
+                    )
+                self._loaded[half] = model
+            return model
+
+    @property
+    def _latin(self) -> Any:
+        return self._model("latin")
+
+    @property
+    def _cjk(self) -> Any:
+        return self._model("cjk")
 
     @property
     def id(self) -> str:
+        """``minilm+e5-<MiniLM file>-<e5 weights>-<e5 graph>-t1-768``, from the files'
+        digests (no model loaded, unless the e5 graph is not built yet)."""
+        if self._id is None:
+            with self._lock:
+                if "latin" not in self._parts:
+                    self._parts["latin"] = _latin_part_unloaded()
+                if "cjk" not in self._parts:
+                    cjk = _cjk_part_unloaded()
+                    if cjk is not None:
+                        self._parts["cjk"] = cjk
+            if "cjk" not in self._parts:
+                self._model("cjk")  # builds the graph, then names it
+            latin, cjk = self._parts["latin"], self._parts["cjk"]
+            self._id = f"{SPEC}-{latin}-{cjk}-{TITLES}-{2 * HALF}"
         return self._id
 
     @property
@@ -105,7 +196,8 @@ class ScriptRoutedEmbedder:
         out = np.zeros((len(texts), 2 * HALF), dtype=np.float32)
         cjk = [i for i, t in enumerate(texts) if cjk_share(t) > CJK_LIMIT]
         latin = sorted(set(range(len(texts))) - set(cjk))
-        if latin:
+        # Blank texts are zero vectors in MiniLM too: they need no model.
+        if any(texts[i].strip() for i in latin):
             out[latin, :HALF] = self._latin.embed([texts[i] for i in latin])
         if cjk:
             part = [texts[i] for i in cjk]

@@ -68,6 +68,35 @@ def test_each_half_is_its_models_vector(routed: ScriptRoutedEmbedder) -> None:
     assert q[1, :384].tobytes() == minilm.embed([ENGLISH])[0].tobytes()
 
 
+def test_each_model_loads_when_its_script_first_comes(routed: ScriptRoutedEmbedder) -> None:
+    # The id comes from the model files' digests: naming it loads no model, and it is
+    # the id the two loaded models give (the routed fixture has both loaded).
+    fresh = ScriptRoutedEmbedder()
+    assert fresh.id == routed.id and not fresh._loaded
+    english = fresh.embed_query([ENGLISH])
+    assert set(fresh._loaded) == {"latin"}  # an English question never loads e5
+    assert english.tobytes() == routed.embed_query([ENGLISH]).tobytes()
+    chinese = ScriptRoutedEmbedder()
+    assert (
+        chinese.embed_query([CHINESE, ""]).tobytes() == routed.embed_query([CHINESE, ""]).tobytes()
+    )
+    assert set(chinese._loaded) == {"cjk"}  # nor a Chinese one MiniLM
+    assert chinese.id == routed.id
+
+
+def test_a_model_that_changed_since_the_id_was_given_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mindory.errors import MindoryError
+    from mindory.search import routed as routed_module
+
+    emb = ScriptRoutedEmbedder()
+    monkeypatch.setattr(routed_module, "_latin_part_unloaded", lambda: "000000000000")
+    assert "-000000000000-" in emb.id
+    with pytest.raises(MindoryError, match="changed while mindory ran"):
+        emb.embed_query([ENGLISH])
+
+
 @pytest.mark.parametrize(
     ("title", "says"),
     [
