@@ -89,7 +89,8 @@ def grouped(queries: Sequence[EvalQuery], ranks: Sequence[int | None]) -> dict[s
         groups[f"kind:{q.kind}"].append(r)
         lang = "zh" if (q.lang or "").startswith("zh") else (q.lang or "?")
         groups[f"lang:{lang}"].append(r)
-        groups[f"lang:{q.lang}"].append(r)
+        if q.lang != lang:  # zh-Hans, zh-Hant beside zh (en counted once)
+            groups[f"lang:{q.lang}"].append(r)
         if q.pair is not None:
             # The same question in both scripts: each side of the pairs on its own.
             groups[f"pair:{q.lang}"].append(r)
