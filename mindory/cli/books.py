@@ -280,7 +280,13 @@ def import_(
 @click.pass_context
 def books(ctx: click.Context, as_json: bool) -> None:
     """List the books in the library."""
-    items = library(ctx).books()
+    from mindory.library.shelf import books_of_file
+
+    # A SQLite library at the newest schema is read with sqlite3 alone (no SQLAlchemy
+    # import: most of this command's time); anything else is opened as usual.
+    obj = ctx.find_root().ensure_object(dict)
+    found = None if "library" in obj else books_of_file(obj.get("db"))
+    items = found if found is not None else library(ctx).books()
     if as_json:
         print_json([b.to_json() for b in items])
         return

@@ -108,12 +108,10 @@ class State:
 
     def read_book(self, sha: str) -> bytes:
         """A book file's bytes, read through the second pool (see :meth:`aux_engine`)."""
-        from sqlalchemy.orm import Session
+        from mindory.store.reads import book_file_bytes
 
-        from mindory.store.queries import read_book_file
-
-        with Session(self.aux_engine(), expire_on_commit=False) as s:
-            return read_book_file(s, sha)
+        with self.aux_engine().connect() as conn:  # Core: a search imports no ORM
+            return book_file_bytes(conn, sha)
 
     @property
     def places(self) -> PlaceCache:
@@ -168,7 +166,7 @@ class State:
         asks for it every time, and reading every book's first section costs ~1.5 ms."""
         from mindory.search.words import language_of
         from mindory.store.fts import current_derivations
-        from mindory.store.queries import book_language_rows
+        from mindory.store.reads import book_language_rows
 
         key = current_derivations(conn)
         cached = self._languages

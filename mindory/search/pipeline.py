@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from time import perf_counter
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session
 
 from mindory.errors import MindoryError
 from mindory.reading.locate import DEFAULT_PAGE_SIZE
@@ -30,12 +30,11 @@ from mindory.search.phrases import is_keyword_list, with_phrase_bonus, words_of
 from mindory.search.routed import SPEC as ROUTED_SPEC
 from mindory.search.routed import query_block
 from mindory.search.structure import Candidate, arrange
-from mindory.search.vectors import VectorStore
 from mindory.search.words import has_kana, query_terms
 from mindory.store import text_index
 from mindory.store.fts import Filters
 from mindory.store.places import PlaceCache
-from mindory.store.queries import candidate_rows, search_filters
+from mindory.store.reads import candidate_rows
 from mindory.store.vectors import (
     EmbeddingState,
     chunk_ids_in,
@@ -43,6 +42,11 @@ from mindory.store.vectors import (
     current_embedding_state,
     database_indexes_vectors,
 )
+
+# What only some searches need is imported where they need it: the vector index (FAISS,
+# 50–90 ms) by the vector half, the ORM (~0.2 s) by a search restricted to a book.
+if TYPE_CHECKING:
+    from mindory.search.vectors import VectorStore
 
 __all__ = ["LISTS_OF", "SEARCH_MODES", "SearchServices", "search"]
 
@@ -112,6 +116,7 @@ def search(
     timings: dict[str, float] = {}
     warnings: list[str] = []
     terms = analyze(query)
+    timings["analysis"] = 1000 * (perf_counter() - t_start)  # (+ the word list's terms)
     n = max(k, candidates)
     lists: dict[str, list[tuple[int, float]]] = {}
     book_sha: str | None = None
@@ -122,6 +127,10 @@ def search(
     with sv.engine.connect() as conn:
         filters = Filters()
         if book is not None:
+            from sqlalchemy.orm import Session
+
+            from mindory.store.queries import search_filters
+
             with Session(bind=conn) as s:
                 book_sha, filters = search_filters(s, book, section)
         by_book = sv.book_languages(conn)
@@ -162,10 +171,11 @@ def search(
         try:
             if "words" in uses and not terms.empty:
                 t = perf_counter()
-                found = _word_list(sv, conn, query, languages, n, filters, warnings)
+                found = _word_list(sv, conn, query, languages, n, filters, warnings, timings)
                 if found is not None:
                     lists["words"], words_complete = found
-                timings["words"] = 1000 * (perf_counter() - t)
+                timings["words"] = 1000 * (perf_counter() - t) - timings.get("terms", 0.0)
+                timings["analysis"] += timings.pop("terms", 0.0)
             if "lexical" in uses and not terms.empty:
                 t = perf_counter()
                 if text_index.has_phrase_index(conn, sv.has_fts(conn)):
@@ -262,9 +272,11 @@ def _word_list(
     n: int,
     filters: Filters,
     warnings: list[str],
+    timings: dict[str, float],
 ) -> tuple[list[tuple[int, float]], bool] | None:
     """The word index's ranking of the query, and whether every current chunk is in the
-    index (None: this database has no word index)."""
+    index (None: this database has no word index). ``timings["terms"]``: the query's
+    analysis into index terms (stemming, segmentation)."""
     has = sv.has_word_index
     if not (has(conn) if has else text_index.has_word_index(conn, sv.has_fts(conn))):
         return None
@@ -274,7 +286,9 @@ def _word_list(
             f"{missing} chunk(s) have no word index yet (run mindory index): "
             "they are found by the trigram index and vectors only"
         )
+    t = perf_counter()
     terms = query_terms(query, languages)
+    timings["terms"] = 1000 * (perf_counter() - t)
     from_postings = sv.word_postings(conn, terms, n, filters)
     if from_postings is not None:
         return from_postings, not missing

@@ -36,7 +36,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 
 from mindory.errors import MindoryError
@@ -51,9 +50,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+# faiss is imported in the functions that build, load and search an index (50–90 ms):
+# a words-only search, or a process that never touches vectors, does not wait for it.
 # faiss ships partial type stubs (no SearchParametersHNSW, no kwargs constructors); the
-# untyped handle is used where they fall short.
-_faiss: Any = faiss
+# untyped handle ``_faiss`` is used where they fall short.
 
 FORMAT_VERSION = 1
 FLAT, HNSW, IVF = "flat", "hnsw", "ivf"
@@ -146,6 +146,8 @@ class Manifest:
 @contextlib.contextmanager
 def _omp_threads(n: int | None) -> Iterator[None]:
     """Run FAISS with n OpenMP threads, then restore (DESIGN §7: 1 for stable latency)."""
+    import faiss
+
     if n is None:
         yield
         return
@@ -216,6 +218,8 @@ class VectorIndex:
 
     def _new_index(self, kind: str, train: np.ndarray | None = None) -> Any:
         """An empty index of ``kind`` (IVF: its lists trained on ``train``)."""
+        import faiss
+
         inner: Any
         if kind == HNSW:
             inner = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
@@ -248,6 +252,9 @@ class VectorIndex:
         return IVF if count > self.flat_max else FLAT
 
     def _nprobe(self) -> int:
+        import faiss
+
+        _faiss: Any = faiss  # (partial stubs)
         nlist = int(_faiss.downcast_index(self._index.index).nlist)
         return max(1, min(nlist, round(nlist * self.probe_share)))
 
@@ -316,6 +323,8 @@ class VectorIndex:
 
         Batch them: over flat each call scans the id map (~24 ms at 1M).
         """
+        import faiss
+
         id_arr = np.unique(_as_ids(ids))
         present = id_arr[np.isin(id_arr, self.ids(), assume_unique=True)]
         if present.size == 0:
@@ -366,6 +375,8 @@ class VectorIndex:
 
     def _all_ids(self) -> np.ndarray:
         """Ids of every entry in FAISS order, dead ones included."""
+        import faiss
+
         return faiss.vector_to_array(self._index.id_map).astype(np.int64, copy=False)
 
     def ids(self) -> np.ndarray:
@@ -380,6 +391,8 @@ class VectorIndex:
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of the live entries, in insertion order (copies)."""
+        import faiss
+
         all_ids = self._all_ids()
         n = all_ids.size
         if n == 0:
@@ -448,6 +461,8 @@ class VectorIndex:
         exactly 0, so the answer is the full scan's whenever its k-th score is above 0
         (same products, same sums: the scores agree bit for bit); else None (the full
         scan answers)."""
+        import faiss
+
         half = self.dim // 2
         if self.dim % 2 or q.shape[0] != 1:
             return None
@@ -479,6 +494,9 @@ class VectorIndex:
     def _search_faiss(
         self, q: np.ndarray, k: int, allowed: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
+        import faiss
+
+        _faiss: Any = faiss  # (partial stubs)
         keep: list[Any] = []  # FAISS selectors don't own their parts: keep them alive
         sel: Any = None
         if allowed is not None:
@@ -516,6 +534,8 @@ class VectorIndex:
 
     def _coarse_index(self) -> Any:
         """The fp16 copy of a large flat index (None below ``coarse_min``)."""
+        import faiss
+
         if self.ntotal < max(self.coarse_min, 1):
             return None
         if self._coarse is None:
@@ -549,6 +569,8 @@ class VectorIndex:
 
         (Building it per query cost ~3 ms at 10k dead ids.)
         """
+        import faiss
+
         if self._dead_sel is None:
             dead = np.fromiter(self._deleted, dtype=np.int64, count=len(self._deleted))
             batch = faiss.IDSelectorBatch(dead)
@@ -563,6 +585,8 @@ class VectorIndex:
 
         Used over IVF and HNSW for small filters, where they would lose recall.
         """
+        import faiss
+
         vecs = np.ascontiguousarray(self._index.reconstruct_batch(allowed), dtype=np.float32)
         scores, pos = faiss.knn(
             q,
@@ -584,6 +608,8 @@ class VectorIndex:
         renamed into place, manifest renamed into place. A crash at any point leaves
         either the old pair, or an index without manifest (which ``load`` refuses).
         """
+        import faiss
+
         target = Path(path)
         folder = target.parent
         man = self.manifest()
@@ -629,6 +655,9 @@ class VectorIndex:
         and again against the ids actually in the file. ``options`` are passed to the
         constructor (thresholds, ef_search, ...).
         """
+        import faiss
+
+        _faiss: Any = faiss  # (partial stubs)
         target = Path(path)
 
         def refuse(reason: str) -> VectorIndex | None:

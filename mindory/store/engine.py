@@ -4,10 +4,7 @@ create and upgrade the schema (shipped inside the package as ``mindory.migration
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -16,29 +13,8 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from mindory.errors import MindoryError
-
-DEFAULT_BUSY_TIMEOUT_MS = 60_000
-
-
-def _migrations_dir() -> Path:
-    """The Alembic scripts. A checkout keeps them in the top-level ``migrations/`` folder;
-    pyproject maps that folder into the package as ``mindory.migrations``, so a wheel
-    carries them too (an editable install finds the checkout's folder the same way)."""
-    spec = importlib.util.find_spec("mindory.migrations")
-    if spec is not None and spec.submodule_search_locations:
-        return Path(next(iter(spec.submodule_search_locations)))
-    return Path(__file__).resolve().parents[2] / "migrations"  # a bare checkout on sys.path
-
-
-MIGRATIONS = _migrations_dir()
-_REVISION_RE = re.compile(r"""^(down_revision|revision)\s*(?::[^=]*)?=\s*(.+)$""", re.M)
-
-
-def default_db_path() -> Path:
-    """The library used when no ``--db``/``MINDORY_DB``/``MINDORY_DATABASE_URL`` is given."""
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("mindory", appauthor=False)) / "library.sqlite"
+from mindory.store.revisions import MIGRATIONS, _known_revisions, _script_heads
+from mindory.store.where import DEFAULT_BUSY_TIMEOUT_MS, default_db_path
 
 
 def resolve_url(path_or_url: str | os.PathLike[str] | None) -> tuple[str, Path | None]:
@@ -99,30 +75,6 @@ def _alembic_config(connection: Connection | None = None) -> Any:
     if connection is not None:
         cfg.attributes["connection"] = connection
     return cfg
-
-
-@functools.cache
-def _revisions() -> tuple[frozenset[str], tuple[str, ...]]:
-    """(every revision id, the heads) read from the scripts' ``revision`` and
-    ``down_revision`` lines: opening an up-to-date library then needs no Alembic import
-    (it costs a quarter of a second). A test checks this agrees with Alembic."""
-    if not (MIGRATIONS / "env.py").is_file():
-        raise MindoryError(f"the schema migrations are missing: {MIGRATIONS}")
-    known: set[str] = set()
-    parents: set[str] = set()
-    for script in sorted((MIGRATIONS / "versions").glob("*.py")):
-        for key, value in _REVISION_RE.findall(script.read_text(encoding="utf-8")):
-            ids = set(re.findall(r"[\"']([^\"']+)[\"']", value))
-            (known if key == "revision" else parents).update(ids)
-    return frozenset(known), tuple(sorted(known - parents))
-
-
-def _script_heads() -> tuple[str, ...]:
-    return _revisions()[1]
-
-
-def _known_revisions() -> frozenset[str]:
-    return _revisions()[0]
 
 
 def _current_heads(conn: Connection) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import bindparam, case, func, literal, or_, select, text
 from sqlalchemy.engine import Connection
 
-from mindory.store.models import FTS_TABLE, ChunkRow, DerivationRow
+from mindory.store.tables import FTS_TABLE, chunk_table, derivation_table
 
 __all__ = [
     "MAX_EXPANSIONS",
@@ -85,12 +85,12 @@ class Filters:
         return " AND ".join(where)
 
 
-_TEXTS_OF = select(ChunkRow.id, ChunkRow.text).where(
-    ChunkRow.id.in_(bindparam("ids", expanding=True))
+_TEXTS_OF = select(chunk_table.c.id, chunk_table.c.text).where(
+    chunk_table.c.id.in_(bindparam("ids", expanding=True))
 )
 
 
-_MAX_ID = select(func.max(ChunkRow.id))
+_MAX_ID = select(func.max(chunk_table.c.id))
 MAX_SCAN_TERMS = 64  # terms of one scan (the caller orders them)
 
 
@@ -105,9 +105,12 @@ def max_chunk_id(conn: Connection) -> int:
 
 
 _CURRENT_OF = (
-    select(ChunkRow.id)
-    .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
-    .where(ChunkRow.id.in_(bindparam("ids", expanding=True)), DerivationRow.is_current.is_(True))
+    select(chunk_table.c.id)
+    .join(derivation_table, derivation_table.c.id == chunk_table.c.derivation_id)
+    .where(
+        chunk_table.c.id.in_(bindparam("ids", expanding=True)),
+        derivation_table.c.is_current.is_(True),
+    )
 )
 
 
@@ -161,22 +164,22 @@ def scan_search(
     scan = [t.lower() for t in terms][:MAX_SCAN_TERMS]
     if not scan:
         return []
-    low = func.lower(ChunkRow.text)
+    low = func.lower(chunk_table.c.text)
     hits = [low.contains(t, autoescape=True) for t in scan]
     score = sum(
         (case((h, literal(len(t))), else_=literal(0)) for h, t in zip(hits, scan)), literal(0)
     )
     q = (
-        select(ChunkRow.id, score.label("s"))
-        .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
-        .where(DerivationRow.is_current.is_(True), or_(*hits))
-        .order_by(score.desc(), ChunkRow.id)
+        select(chunk_table.c.id, score.label("s"))
+        .join(derivation_table, derivation_table.c.id == chunk_table.c.derivation_id)
+        .where(derivation_table.c.is_current.is_(True), or_(*hits))
+        .order_by(score.desc(), chunk_table.c.id)
         .limit(limit)
     )
     if filters.book_id is not None:
-        q = q.where(DerivationRow.book_id == filters.book_id)
+        q = q.where(derivation_table.c.book_id == filters.book_id)
     if filters.section_id is not None:
-        q = q.where(ChunkRow.section_id == filters.section_id)
+        q = q.where(chunk_table.c.section_id == filters.section_id)
     return [(int(i), float(s)) for i, s in conn.execute(q)]
 
 

@@ -8,28 +8,34 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session
 
 from mindory.errors import MindoryError, NotFoundError
 from mindory.reading.locate import SectionPlace, resolve_cfi
-from mindory.store.models import (
-    BlockRow,
-    BookRow,
-    ChunkRow,
-    DerivationRow,
-    NormalizationRow,
-    SectionRow,
-    SectionTextRow,
+from mindory.store.tables import (
+    block_table,
+    book_table,
+    chunk_table,
+    derivation_table,
+    normalization_table,
+    section_table,
+    section_text_table,
 )
-from mindory.store.queries import get_derivation, get_section_id
 from mindory.text.byte_index import ByteIndex
 from mindory.text.encoding import decode_bytes
 from mindory.text.offsets import OffsetMap
+
+# The reads here are Core statements on the tables: a search (mindory.search.hits)
+# places its hits without importing the ORM (~0.2 s). The helpers at the end that take
+# a Session are for callers that hold one already.
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from mindory.store.models import BookRow
 
 # Section places (texts, offset map, blocks, CFI table) kept across searches: building
 # one for a large EPUB section costs tens of milliseconds (mostly the CFI table).
@@ -95,106 +101,111 @@ class BookFacts:
 
 # Statements built once (building a select costs more than running it here).
 _BOOKS_STMT = select(
-    BookRow.id, BookRow.sha256, BookRow.title, BookRow.format, BookRow.file_name, BookRow.file_size
-).where(BookRow.id.in_(bindparam("ids", expanding=True)))
+    book_table.c.id,
+    book_table.c.sha256,
+    book_table.c.title,
+    book_table.c.format,
+    book_table.c.file_name,
+    book_table.c.file_size,
+).where(book_table.c.id.in_(bindparam("ids", expanding=True)))
 
 
 _SPINE_STMT = (
-    select(SectionRow.href, SectionRow.linear)
-    .where(SectionRow.book_id == bindparam("id"))
-    .order_by(SectionRow.ordinal)
+    select(section_table.c.href, section_table.c.linear)
+    .where(section_table.c.book_id == bindparam("id"))
+    .order_by(section_table.c.ordinal)
 )
 
 
-_TXT_LENGTH_STMT = select(func.max(SectionRow.source_start + SectionRow.source_length)).where(
-    SectionRow.book_id == bindparam("id")
-)
+_TXT_LENGTH_STMT = select(
+    func.max(section_table.c.source_start + section_table.c.source_length)
+).where(section_table.c.book_id == bindparam("id"))
 
 
 _SPAN_LENGTHS_STMT = (
-    select(SectionRow.source_length)
-    .where(SectionRow.book_id == bindparam("id"))
-    .order_by(SectionRow.ordinal)
+    select(section_table.c.source_length)
+    .where(section_table.c.book_id == bindparam("id"))
+    .order_by(section_table.c.ordinal)
 )
 
 
 _SECTIONS_STMT = (
     select(
-        SectionRow.id,
-        SectionTextRow.normalization_id,
-        SectionRow.book_id,
-        SectionRow.ordinal,
-        SectionRow.title,
-        SectionRow.href,
-        SectionRow.media_type,
-        SectionRow.source_start,
-        SectionRow.utf16_start,
-        SectionRow.source_text,
-        SectionRow.cfi_table,
-        SectionTextRow.id,
-        SectionTextRow.normalized_text,
-        SectionTextRow.offset_map,
+        section_table.c.id,
+        section_text_table.c.normalization_id,
+        section_table.c.book_id,
+        section_table.c.ordinal,
+        section_table.c.title,
+        section_table.c.href,
+        section_table.c.media_type,
+        section_table.c.source_start,
+        section_table.c.utf16_start,
+        section_table.c.source_text,
+        section_table.c.cfi_table,
+        section_text_table.c.id,
+        section_text_table.c.normalized_text,
+        section_text_table.c.offset_map,
     )
-    .join(SectionTextRow, SectionTextRow.section_id == SectionRow.id)
+    .join(section_text_table, section_text_table.c.section_id == section_table.c.id)
     .where(
-        SectionRow.id.in_(bindparam("sections", expanding=True)),
-        SectionTextRow.normalization_id.in_(bindparam("normalizations", expanding=True)),
+        section_table.c.id.in_(bindparam("sections", expanding=True)),
+        section_text_table.c.normalization_id.in_(bindparam("normalizations", expanding=True)),
     )
 )
 
 
 _BLOCKS_STMT = (
     select(
-        BlockRow.section_text_id,
-        BlockRow.index,
-        BlockRow.kind,
-        BlockRow.level,
-        BlockRow.start,
-        BlockRow.end,
-        BlockRow.source_start,
-        BlockRow.source_end,
+        block_table.c.section_text_id,
+        block_table.c.index,
+        block_table.c.kind,
+        block_table.c.level,
+        block_table.c.start,
+        block_table.c.end,
+        block_table.c.source_start,
+        block_table.c.source_end,
     )
-    .where(BlockRow.section_text_id.in_(bindparam("ids", expanding=True)))
-    .order_by(BlockRow.section_text_id, BlockRow.index)
+    .where(block_table.c.section_text_id.in_(bindparam("ids", expanding=True)))
+    .order_by(block_table.c.section_text_id, block_table.c.index)
 )
 
 
 HIT_ROWS_STMT = (
     select(
-        ChunkRow.id,
-        ChunkRow.chunk_id,
-        ChunkRow.section_id,
-        ChunkRow.start,
-        ChunkRow.end,
-        ChunkRow.source_start,
-        ChunkRow.source_end,
-        ChunkRow.byte_start,
-        ChunkRow.byte_end,
-        ChunkRow.context_start,
-        ChunkRow.context_end,
-        DerivationRow.normalization_id,
-        DerivationRow.book_id,
+        chunk_table.c.id,
+        chunk_table.c.chunk_id,
+        chunk_table.c.section_id,
+        chunk_table.c.start,
+        chunk_table.c.end,
+        chunk_table.c.source_start,
+        chunk_table.c.source_end,
+        chunk_table.c.byte_start,
+        chunk_table.c.byte_end,
+        chunk_table.c.context_start,
+        chunk_table.c.context_end,
+        derivation_table.c.normalization_id,
+        derivation_table.c.book_id,
     )
-    .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
-    .where(ChunkRow.id.in_(bindparam("ids", expanding=True)))
+    .join(derivation_table, derivation_table.c.id == chunk_table.c.derivation_id)
+    .where(chunk_table.c.id.in_(bindparam("ids", expanding=True)))
 )
 
 
 _PLACE_KEYS_STMT = (
     select(
-        SectionRow.id,
-        SectionTextRow.normalization_id,
-        BookRow.sha256,
-        SectionRow.ordinal,
-        NormalizationRow.profile_fingerprint,
-        SectionRow.book_id,
+        section_table.c.id,
+        section_text_table.c.normalization_id,
+        book_table.c.sha256,
+        section_table.c.ordinal,
+        normalization_table.c.profile_fingerprint,
+        section_table.c.book_id,
     )
-    .join(SectionTextRow, SectionTextRow.section_id == SectionRow.id)
-    .join(NormalizationRow, NormalizationRow.id == SectionTextRow.normalization_id)
-    .join(BookRow, BookRow.id == SectionRow.book_id)
+    .join(section_text_table, section_text_table.c.section_id == section_table.c.id)
+    .join(normalization_table, normalization_table.c.id == section_text_table.c.normalization_id)
+    .join(book_table, book_table.c.id == section_table.c.book_id)
     .where(
-        SectionRow.id.in_(bindparam("sections", expanding=True)),
-        SectionTextRow.normalization_id.in_(bindparam("normalizations", expanding=True)),
+        section_table.c.id.in_(bindparam("sections", expanding=True)),
+        section_text_table.c.normalization_id.in_(bindparam("normalizations", expanding=True)),
     )
 )
 
@@ -462,6 +473,8 @@ class Places:
 
 def place_of(places: Places, s: Session, row: BookRow, ordinal: int) -> SectionPlace:
     """The place of a section under the book's current derivation."""
+    from mindory.store.queries import get_derivation, get_section_id
+
     derivation = get_derivation(s, row, None)
     return places.get(get_section_id(s, row, ordinal), derivation.normalization_id)
 
@@ -469,13 +482,14 @@ def place_of(places: Places, s: Session, row: BookRow, ordinal: int) -> SectionP
 def resolve_cfi_in(places: Places, s: Session, row: BookRow, cfi: str) -> tuple[int, int, int]:
     """An EPUB CFI of the book → (section ordinal, source start, source end)."""
     from mindory.importers.cfi import CfiError
+    from mindory.store.queries import get_derivation
 
     derivation = get_derivation(s, row, None)
     with_tables = [
         places.get(i, derivation.normalization_id)
         for i in s.scalars(
-            select(SectionRow.id).where(
-                SectionRow.book_id == row.id, SectionRow.cfi_table.is_not(None)
+            select(section_table.c.id).where(
+                section_table.c.book_id == row.id, section_table.c.cfi_table.is_not(None)
             )
         )
     ]

@@ -1,16 +1,15 @@
 """Reads every concern shares: a book by reference, its derivation, chunk rows, the
 stored file. Statements over the models of :mod:`mindory.store.models` that are the
-same on every database."""
+same on every database (the reads a search makes on every call are in Core, in
+:mod:`mindory.store.reads`)."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from mindory.errors import MindoryError, NotFoundError
@@ -24,6 +23,7 @@ from mindory.store.models import (
     SectionRow,
     SectionTextRow,
 )
+from mindory.store.reads import read_file
 from mindory.store.records import ChunkInfo, EmbeddingInfo, iso
 
 _HEX = frozenset("0123456789abcdef")
@@ -201,17 +201,6 @@ def make_current(s: Session, book_id: int, derivation_id: int) -> None:
     )
 
 
-def read_file(path: Path) -> bytes:
-    if not path.exists():
-        raise MindoryError("no such file", path=str(path))
-    if not path.is_file():
-        raise MindoryError("not a file", path=str(path))
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise MindoryError(f"cannot read file: {exc.strerror or exc}", path=str(path)) from exc
-
-
 def embedding_info(row: EmbeddingRow, vectors: int) -> EmbeddingInfo:
     return EmbeddingInfo(
         fingerprint=row.fingerprint,
@@ -247,38 +236,3 @@ def search_filters(s: Session, book: str, section: int | None) -> tuple[str, Fil
     if section is not None:
         section_row = get_section_id(s, row, section)
     return row.sha256, Filters(book_id=int(row.id), section_id=section_row)
-
-
-_CANDIDATES_STMT = (
-    select(
-        ChunkRow.id,
-        ChunkRow.chunk_id,
-        ChunkRow.text,
-        SectionRow.ordinal,
-        SectionRow.title,
-        BookRow.sha256,
-        BookRow.title,
-    )
-    .join(SectionRow, SectionRow.id == ChunkRow.section_id)
-    .join(BookRow, BookRow.id == SectionRow.book_id)
-    .where(ChunkRow.id.in_(bindparam("ids", expanding=True)))
-)
-
-
-def candidate_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
-    """Per chunk row id: chunk id, text, section ordinal and title, book SHA-256 and title
-    (what ranking by structure and folding duplicates look at)."""
-    if not ids:
-        return {}
-    return {int(r[0]): r for r in conn.execute(_CANDIDATES_STMT, {"ids": list(ids)})}
-
-
-def book_language_rows(conn: Connection) -> list[tuple[int, str | None, str]]:
-    """``(book row id, language tag, first section's text start)`` of every book: what
-    each book's analysis language is chosen from."""
-    q = (
-        select(BookRow.id, BookRow.language, func.substr(SectionRow.source_text, 1, 2000))
-        .join(SectionRow, (SectionRow.book_id == BookRow.id) & (SectionRow.ordinal == 0))
-        .order_by(BookRow.id)
-    )
-    return [(int(r[0]), r[1], str(r[2] or "")) for r in conn.execute(q)]

@@ -14,12 +14,7 @@ from sqlalchemy.engine import Connection
 
 from mindory.errors import MindoryError
 from mindory.store.fts import Filters
-from mindory.store.models import (
-    ChunkRow,
-    ChunkVectorRow,
-    DerivationRow,
-    EmbeddingRow,
-)
+from mindory.store.tables import chunk_table, chunk_vector_table, derivation_table, embedding_table
 
 
 @dataclass(frozen=True)
@@ -40,25 +35,29 @@ class EmbeddingState:
 
 _CURRENT_EMBEDDING_STMT = (
     select(
-        EmbeddingRow.id,
-        EmbeddingRow.fingerprint,
-        EmbeddingRow.embedder_id,
-        EmbeddingRow.spec,
-        EmbeddingRow.dim,
-        EmbeddingRow.context_header,
-        EmbeddingRow.version,
+        embedding_table.c.id,
+        embedding_table.c.fingerprint,
+        embedding_table.c.embedder_id,
+        embedding_table.c.spec,
+        embedding_table.c.dim,
+        embedding_table.c.context_header,
+        embedding_table.c.version,
     )
-    .where(EmbeddingRow.is_current.is_(True))
-    .order_by(EmbeddingRow.id.desc())
+    .where(embedding_table.c.is_current.is_(True))
+    .order_by(embedding_table.c.id.desc())
     .limit(1)
 )
 
 
-_EMBEDDING_VERSION_STMT = select(EmbeddingRow.version).where(EmbeddingRow.id == bindparam("id"))
+_EMBEDDING_VERSION_STMT = select(embedding_table.c.version).where(
+    embedding_table.c.id == bindparam("id")
+)
 
 
 _CURRENT_DERIVATIONS_STMT = (
-    select(DerivationRow.id).where(DerivationRow.is_current.is_(True)).order_by(DerivationRow.id)
+    select(derivation_table.c.id)
+    .where(derivation_table.c.is_current.is_(True))
+    .order_by(derivation_table.c.id)
 )
 
 
@@ -89,11 +88,14 @@ def index_token(conn: Connection, embedding: EmbeddingState) -> tuple[Any, ...]:
 def indexed_ids(conn: Connection, embedding_id: int) -> np.ndarray:
     """Sorted row ids of current-derivation chunks that have a vector in the embedding."""
     q = (
-        select(ChunkVectorRow.chunk_id)
-        .join(ChunkRow, ChunkRow.id == ChunkVectorRow.chunk_id)
-        .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
-        .where(ChunkVectorRow.embedding_id == embedding_id, DerivationRow.is_current.is_(True))
-        .order_by(ChunkVectorRow.chunk_id)
+        select(chunk_vector_table.c.chunk_id)
+        .join(chunk_table, chunk_table.c.id == chunk_vector_table.c.chunk_id)
+        .join(derivation_table, derivation_table.c.id == chunk_table.c.derivation_id)
+        .where(
+            chunk_vector_table.c.embedding_id == embedding_id,
+            derivation_table.c.is_current.is_(True),
+        )
+        .order_by(chunk_vector_table.c.chunk_id)
     )
     return np.fromiter(conn.execute(q).scalars(), dtype=np.int64)
 
@@ -106,14 +108,14 @@ def stored_vectors(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(ids, float32 vectors)`` of the given chunk ids, read from chunk_vectors."""
     wanted = np.asarray(ids, dtype=np.int64)
-    base = select(ChunkVectorRow.chunk_id, ChunkVectorRow.vector).where(
-        ChunkVectorRow.embedding_id == embedding.id
+    base = select(chunk_vector_table.c.chunk_id, chunk_vector_table.c.vector).where(
+        chunk_vector_table.c.embedding_id == embedding.id
     )
     rows: list[Any] = []
     if wanted.size <= 4 * _IN_BATCH:
         for lo in range(0, wanted.size, _IN_BATCH):
             part = wanted[lo : lo + _IN_BATCH].tolist()
-            rows.extend(conn.execute(base.where(ChunkVectorRow.chunk_id.in_(part))).all())
+            rows.extend(conn.execute(base.where(chunk_vector_table.c.chunk_id.in_(part))).all())
     else:
         keep = set(wanted.tolist())
         rows = [r for r in conn.execute(base) if r[0] in keep]
@@ -132,20 +134,22 @@ def stored_vectors(
 def chunk_ids_in(conn: Connection, filters: Filters) -> np.ndarray:
     """Row ids of the current chunks a search is restricted to (a book, a section)."""
     q = (
-        select(ChunkRow.id)
-        .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
-        .where(DerivationRow.is_current.is_(True), DerivationRow.book_id == filters.book_id)
+        select(chunk_table.c.id)
+        .join(derivation_table, derivation_table.c.id == chunk_table.c.derivation_id)
+        .where(
+            derivation_table.c.is_current.is_(True), derivation_table.c.book_id == filters.book_id
+        )
     )
     if filters.section_id is not None:
-        q = q.where(ChunkRow.section_id == filters.section_id)
+        q = q.where(chunk_table.c.section_id == filters.section_id)
     return np.fromiter(conn.execute(q).scalars(), dtype=np.int64)
 
 
 def current_chunk_count(conn: Connection) -> int:
     """How many chunks the current derivations hold (from the derivation rows: cheap)."""
     found = conn.execute(
-        select(func.coalesce(func.sum(DerivationRow.chunk_count), 0)).where(
-            DerivationRow.is_current.is_(True)
+        select(func.coalesce(func.sum(derivation_table.c.chunk_count), 0)).where(
+            derivation_table.c.is_current.is_(True)
         )
     ).scalar()
     return int(found or 0)
@@ -164,14 +168,20 @@ def vectors_for_text_keys(
     library as in a small one."""
     wanted = sorted(set(keys))
     base = (
-        select(ChunkVectorRow.text_sha256, ChunkVectorRow.vector, ChunkVectorRow.chunk_id)
-        .join(EmbeddingRow, EmbeddingRow.id == ChunkVectorRow.embedding_id)
-        .where(EmbeddingRow.embedder_id == embedder_id, EmbeddingRow.dim == dim)
+        select(
+            chunk_vector_table.c.text_sha256,
+            chunk_vector_table.c.vector,
+            chunk_vector_table.c.chunk_id,
+        )
+        .join(embedding_table, embedding_table.c.id == chunk_vector_table.c.embedding_id)
+        .where(embedding_table.c.embedder_id == embedder_id, embedding_table.c.dim == dim)
     )
     out: dict[str, bytes] = {}
     for lo in range(0, len(wanted), _KEY_BATCH):
         part = wanted[lo : lo + _KEY_BATCH]
-        for key, blob, chunk_id in conn.execute(base.where(ChunkVectorRow.text_sha256.in_(part))):
+        for key, blob, chunk_id in conn.execute(
+            base.where(chunk_vector_table.c.text_sha256.in_(part))
+        ):
             if len(blob) != dim * 4:
                 raise MindoryError(
                     f"the stored vector of chunk row {chunk_id} has the wrong length for "

@@ -25,7 +25,7 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Connection
 
 from mindory.store.fts import Filters, bm25_search, fts_quote
-from mindory.store.models import TERMS_FTS_TABLE, ChunkRow, ChunkTermsRow, DerivationRow
+from mindory.store.tables import TERMS_FTS_TABLE, chunk_table, chunk_terms_table, derivation_table
 
 __all__ = [
     "BM25_BUDGET",
@@ -63,12 +63,15 @@ _TOKEN = re.compile(rf"(?:{_TOKEN_CHAR})(?:{_TOKEN_CHAR}|{_DIACRITIC})*")
 _SPLIT_INSIDE = re.compile(r"[^\w\s]|_")  # a character that splits a piece (or may: Co)
 
 _CURRENT_OF = (
-    select(ChunkRow.id)
-    .join(DerivationRow, DerivationRow.id == ChunkRow.derivation_id)
-    .where(ChunkRow.id.in_(bindparam("ids", expanding=True)), DerivationRow.is_current.is_(True))
+    select(chunk_table.c.id)
+    .join(derivation_table, derivation_table.c.id == chunk_table.c.derivation_id)
+    .where(
+        chunk_table.c.id.in_(bindparam("ids", expanding=True)),
+        derivation_table.c.is_current.is_(True),
+    )
 )
-_TERMS_OF = select(ChunkTermsRow.chunk_id, ChunkTermsRow.terms).where(
-    ChunkTermsRow.chunk_id.in_(bindparam("ids", expanding=True))
+_TERMS_OF = select(chunk_terms_table.c.chunk_id, chunk_terms_table.c.terms).where(
+    chunk_terms_table.c.chunk_id.in_(bindparam("ids", expanding=True))
 )
 
 
