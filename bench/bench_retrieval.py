@@ -53,7 +53,7 @@ from mindory.search.pipeline import vector_search  # noqa: E402
 from mindory.search.structure import Candidate, arrange  # noqa: E402
 from mindory.store.fts import Filters  # noqa: E402
 from mindory.store.models import BookRow, ChunkRow, DerivationRow, SectionRow  # noqa: E402
-from mindory.store.queries import candidate_rows  # noqa: E402
+from mindory.store.reads import candidate_rows  # noqa: E402
 from mindory.store.vectors import EmbeddingState  # noqa: E402
 from mindory.store.words_fts import words_search  # noqa: E402
 
