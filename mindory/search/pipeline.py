@@ -143,6 +143,13 @@ def search(
         )
         languages = sorted(set(in_scope)) or ["en"]
         query_language = _query_language(query, languages)
+        # A question in a Latin script over Chinese or Japanese books only (a reader of
+        # a translation asking in their own language): the multilingual half reads it,
+        # and it is fused as a question in the books' language (issue 26).
+        read_as: str | None = None
+        if query_language == "latin" and set(languages) <= {"zh", "ja"}:
+            read_as = "cjk"
+            query_language = "ja" if set(languages) == {"ja"} else "zh"
         vector_part: Future[list[tuple[int, float]]] | None = None
         if "vector" in uses:
             embedding = current_embedding_state(conn)
@@ -154,11 +161,18 @@ def search(
                 # FAISS and SQLite both release the GIL: the vector search runs on a
                 # worker thread (its own connection) while this one searches text.
                 vector_part = sv.pool().submit(
-                    _vector_search_own_connection, sv, embedding, terms.query, n, filters, timings
+                    _vector_search_own_connection,
+                    sv,
+                    embedding,
+                    terms.query,
+                    n,
+                    filters,
+                    timings,
+                    read_as,
                 )
             else:
                 lists["vector"] = vector_search(
-                    sv, conn, embedding, terms.query, n, filters, timings
+                    sv, conn, embedding, terms.query, n, filters, timings, read_as
                 )
         if len(uses) > 1 and weights is None:
             weights = weights_for(
@@ -348,10 +362,11 @@ def _vector_search_own_connection(
     n: int,
     filters: Filters,
     timings: dict[str, float],
+    read_as: str | None = None,
 ) -> list[tuple[int, float]]:
     # The caller holds a connection of the main pool: take this one from the other.
     with sv.aux_engine().connect() as conn:
-        return vector_search(sv, conn, embedding, query, n, filters, timings)
+        return vector_search(sv, conn, embedding, query, n, filters, timings, read_as)
 
 
 def vector_search(
@@ -362,8 +377,12 @@ def vector_search(
     n: int,
     filters: Filters,
     timings: dict[str, float],
+    read_as: str | None = None,
 ) -> list[tuple[int, float]]:
-    """``(chunk row id, cosine)`` of the ``n`` nearest chunks to the query's vector."""
+    """``(chunk row id, cosine)`` of the ``n`` nearest chunks to the query's vector.
+    ``read_as="cjk"``: a routed embedder reads the question with its Chinese and
+    Japanese model whatever its script (:meth:`~mindory.search.routed.
+    ScriptRoutedEmbedder.embed_query_as`); other embedders ignore it."""
     t = perf_counter()
     emb = sv.embedder(embedding.spec)
     if emb.id != embedding.embedder_id:
@@ -371,7 +390,12 @@ def vector_search(
             f"the embedder {embedding.spec!r} is now {emb.id}, but the vectors were made "
             f"by {embedding.embedder_id}: run mindory embed --embedder {embedding.spec}"
         )
-    qv = embed_queries(emb, [query])
+    as_half = getattr(emb, "embed_query_as", None) if read_as is not None else None
+    qv = (
+        np.asarray(as_half([query], read_as))
+        if as_half is not None
+        else embed_queries(emb, [query])
+    )
     timings["embed"] = 1000 * (perf_counter() - t)
     if database_indexes_vectors(conn):  # pgvector's HNSW index, no FAISS file
         return _database_vector_search(conn, embedding, qv, n, filters, timings)

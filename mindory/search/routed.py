@@ -190,6 +190,20 @@ class ScriptRoutedEmbedder:
         """Vectors of questions (e5 reads them as queries)."""
         return self._route(texts, query=True)
 
+    def embed_query_as(self, texts: Sequence[str], half: str) -> np.ndarray:
+        """Vectors of questions read by one half's model whatever their script:
+        ``cjk`` — multilingual-e5 reads an English question about a Chinese or Japanese
+        book (it was trained on many languages; MiniLM's half would never meet the
+        book's vectors). ``latin`` routes as :meth:`embed_query`."""
+        if half != "cjk":
+            return self.embed_query(texts)
+        if isinstance(texts, str):
+            raise TypeError("embed_query_as() takes a sequence of texts, not one str")
+        out = np.zeros((len(texts), 2 * HALF), dtype=np.float32)
+        if texts:
+            out[:, HALF:] = self._cjk.embed_query(list(texts))
+        return out
+
     def _route(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one str")

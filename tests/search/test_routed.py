@@ -183,3 +183,14 @@ def test_an_english_question_never_ranks_a_chinese_chunk_by_its_vector(lib: Libr
     hits = lib.search("what was the captain's artificial leg made of", mode="vector", k=5).hits
     assert "jaw of a sperm whale" in _text(hits[0])
     assert all(h.score == 0.0 for h in hits if "whale" not in _text(h))
+
+
+def test_an_english_question_about_a_chinese_book_is_answered_by_its_vector(lib: Library) -> None:
+    # Over Chinese books only, the multilingual half reads an English question (issue 26):
+    # it used to have no vector part at all (its words never meet Chinese text).
+    q = "What title and privileges did the emperor's wet nurse Madam Ke receive?"
+    hits = lib.search(q, book="qiaoshi", k=10).hits
+    assert hits and all(h.scores["vector"] is not None for h in hits)
+    assert any("奉聖夫人" in _text(h) for h in hits)
+    # Over the whole library (an English book too) it stays an English question.
+    assert "whale" in _text(lib.search("what was the captain's leg carved from", k=1).hits[0])
