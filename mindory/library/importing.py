@@ -23,7 +23,8 @@ from mindory.library.records import (
 )
 from mindory.library.state import State
 from mindory.store.models import BookRow, DerivationRow
-from mindory.store.queries import count_blocks, make_current, read_file
+from mindory.store.queries import count_blocks, make_current
+from mindory.store.reads import read_file
 from mindory.text.records import Settings
 
 BOOK_SUFFIXES = frozenset({".txt", ".epub"})

@@ -5,8 +5,6 @@ same on every database (the reads a search makes on every call are in Core, in
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -15,7 +13,6 @@ from sqlalchemy.orm import Session
 from mindory.errors import MindoryError, NotFoundError
 from mindory.store.fts import Filters
 from mindory.store.models import (
-    BookFileRow,
     BookRow,
     ChunkRow,
     DerivationRow,
@@ -23,7 +20,7 @@ from mindory.store.models import (
     SectionRow,
     SectionTextRow,
 )
-from mindory.store.reads import read_file
+from mindory.store.reads import book_file_bytes
 from mindory.store.records import ChunkInfo, EmbeddingInfo, iso
 
 _HEX = frozenset("0123456789abcdef")
@@ -215,17 +212,9 @@ def embedding_info(row: EmbeddingRow, vectors: int) -> EmbeddingInfo:
 
 
 def read_book_file(s: Session, ref: str) -> bytes:
-    """The original file's bytes (read from its path when it was not copied), checked
-    against the book's SHA-256."""
-    row = resolve_book(s, ref)
-    file_row = s.get_one(BookFileRow, row.id)
-    if file_row.data is not None:
-        return bytes(file_row.data)
-    path = Path(file_row.path or "")
-    data = read_file(path)
-    if hashlib.sha256(data).hexdigest() != row.sha256:
-        raise MindoryError("the book file changed since it was imported", path=str(path))
-    return data
+    """The original file's bytes of the book ``ref`` names (any reference): as
+    :func:`mindory.store.reads.book_file_bytes` reads and checks them."""
+    return book_file_bytes(s.connection(), resolve_book(s, ref).sha256)
 
 
 def search_filters(s: Session, book: str, section: int | None) -> tuple[str, Filters]:
