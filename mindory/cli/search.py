@@ -204,6 +204,12 @@ def _place_of(loc: Any) -> str:
     help="Fused ranks; vectors alone; the two text indexes fused; the word index or the "
     "trigram index alone.",
 )
+@click.option(
+    "--rerank",
+    is_flag=True,
+    help="Re-read the first 10 hits of an English (Latin-script) question sentence by "
+    "sentence: a second stage, ~1 s on two cores (docs/search.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option(
     "--verbose",
@@ -219,6 +225,7 @@ def search(
     section: int | None,
     k: int,
     mode: str,
+    rerank: bool,
     as_json: bool,
     verbose: bool,
 ) -> None:
@@ -228,7 +235,7 @@ def search(
     t0 = perf_counter()
     lib = library(ctx)
     t1 = perf_counter()
-    result = lib.search(query, k=k, mode=mode, book=book, section=section)
+    result = lib.search(query, k=k, mode=mode, book=book, section=section, rerank=rerank)
     # The command's own parts before the library's: the process's start (interpreter,
     # click, this module) and opening the library; "command" is all of it until now.
     timings = {
@@ -433,8 +440,9 @@ def locate(
     "--mode",
     "modes",
     multiple=True,
-    type=click.Choice(["hybrid", "vector", "lexical", "words", "trigram"]),
-    help="Modes to evaluate (repeat; default: hybrid, vector and lexical).",
+    type=click.Choice(["hybrid", "vector", "lexical", "words", "trigram", "rerank"]),
+    help="Modes to evaluate (repeat; default: hybrid, vector and lexical; rerank: hybrid "
+    "with the second stage).",
 )
 @click.option(
     "--within-book", is_flag=True, help="Search each query's own book only (not the library)."

@@ -142,9 +142,11 @@ class Library(ReadingStateMethods):
         rrf_k: int | None = None,
         candidates: int | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
+        rerank: bool = False,
     ) -> SearchResult:
         """The ``k`` best chunks for ``query``, each with its Locator and word matches
-        (:func:`mindory.search.pipeline.search`). Its ``timings`` start with
+        (:func:`mindory.search.pipeline.search`); ``rerank`` re-reads the first hits of a
+        Latin-script question sentence by sentence (a named mode, :mod:`mindory.search.rerank`). Its ``timings`` start with
         ``imports``: loading the search code, on the first search of a process only."""
         from dataclasses import replace
         from time import perf_counter
@@ -165,6 +167,7 @@ class Library(ReadingStateMethods):
             rrf_k=rrf_k,
             candidates=CANDIDATES if candidates is None else candidates,
             page_size=page_size,
+            rerank=rerank,
         )
         return replace(result, timings={"imports": imports, **result.timings})
 

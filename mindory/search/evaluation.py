@@ -67,6 +67,7 @@ class Library(Protocol):
         weights: Mapping[str, float] | None = None,
         rrf_k: int | None = None,
         book: str | None = None,
+        rerank: bool = False,
     ) -> SearchResult: ...
 
 
@@ -347,13 +348,15 @@ def evaluate(
                 break
         ranks: dict[str, int | None] = {}
         for mode in modes:
+            # "rerank": hybrid with the second stage (mindory.search.rerank).
             result = lib.search(
                 q.query,
                 k=depth,
-                mode=mode,
+                mode="hybrid" if mode == "rerank" else mode,
                 weights=weights,
                 rrf_k=rrf_k,
                 book=info if within_book else None,
+                rerank=mode == "rerank",
             )
             ranks[mode] = _first_relevant(result.hits, places) if places else None
         outcomes.append(QueryOutcome(q, tuple(places), complete, ranks))

@@ -27,6 +27,7 @@ from mindory.search.hits import AlsoIn, SearchResult, build_hits
 from mindory.search.lexical import lexical_search, quote_holders, scan
 from mindory.search.minilm import CJK_LIMIT, cjk_share
 from mindory.search.phrases import is_keyword_list, with_phrase_bonus, words_of
+from mindory.search.rerank import RERANK_DEPTH, rerank_order, window_scores
 from mindory.search.routed import SPEC as ROUTED_SPEC
 from mindory.search.routed import query_block
 from mindory.search.structure import Candidate, arrange
@@ -96,6 +97,7 @@ def search(
     rrf_k: int | None = None,
     candidates: int = CANDIDATES,
     page_size: int = DEFAULT_PAGE_SIZE,
+    rerank: bool = False,
 ) -> SearchResult:
     """The ``k`` best chunks for ``query``, each with its Locator and word matches.
 
@@ -105,6 +107,8 @@ def search(
     ordinal; needs ``book``) restrict the search. Hybrid search without vectors is
     lexical search with a warning. Apparatus (contents pages, licences) ranks after the
     body; one text found in several books comes back once (:mod:`mindory.search.structure`).
+    ``rerank``: the first hits of a Latin-script question are re-read sentence by
+    sentence (:mod:`mindory.search.rerank`; a named mode, ~1 s).
     """
     if mode not in SEARCH_MODES:
         raise MindoryError(f"unknown search mode {mode!r}: use hybrid, vector or lexical")
@@ -246,10 +250,19 @@ def search(
             if lists.get("vector") and vector_weight > 0 and query_language == "latin"
             else []
         )
-        top, also, apparatus = _arrange(
-            conn, fused, k, terms if "lexical" in uses else None, phrase_words
+        rerun = rerank and _can_rerank(mode, embedding, query_language, read_as, warnings)
+        top, also, apparatus, quoted = _arrange(
+            conn,
+            fused,
+            max(k, RERANK_DEPTH) if rerun else k,
+            terms if "lexical" in uses else None,
+            phrase_words,
         )
         timings["arrange"] = 1000 * (perf_counter() - t)
+        if rerun and embedding is not None:
+            t = perf_counter()
+            top = _reranked(sv, conn, embedding, query, top, quoted, apparatus)[:k]
+            timings["rerank"] = 1000 * (perf_counter() - t)
         t = perf_counter()
         hits = build_hits(
             sv.places,
@@ -319,13 +332,56 @@ def _query_language(query: str, languages: Sequence[str]) -> str:
     return "zh"
 
 
+def _can_rerank(
+    mode: str,
+    embedding: EmbeddingState | None,
+    query_language: str,
+    read_as: str | None,
+    warnings: list[str],
+) -> bool:
+    """Whether the second stage re-reads this question's hits; if not, why, as a warning."""
+    if mode == "vector" or embedding is None:
+        why = "it needs vectors" if embedding is None else "vector mode is the model's own list"
+        warnings.append(f"rerank not applied: {why}")
+        return False
+    if query_language != "latin" or read_as is not None:
+        warnings.append(
+            "rerank not applied: it re-reads Latin-script questions only "
+            "(a Chinese or Japanese question is read by e5 already)"
+        )
+        return False
+    return True
+
+
+def _reranked(
+    sv: SearchServices,
+    conn: Connection,
+    embedding: EmbeddingState,
+    query: str,
+    top: list[Fused],
+    quoted: frozenset[int],
+    apparatus: Mapping[int, str | None],
+) -> list[Fused]:
+    """``top`` with its first :data:`RERANK_DEPTH` hits re-read (quotes found word for word
+    and apparatus keep their places)."""
+    head = top[:RERANK_DEPTH]
+    rows = candidate_rows(conn, [f.id for f in head])
+    texts = [str(rows[f.id][2]) if f.id in rows else "" for f in head]
+    model = sv.embedder(embedding.spec)
+    question = embed_queries(model, [query])[0]
+    scores = window_scores(question, texts, lambda ws: model.embed(ws))
+    movable = [f.id not in quoted and not apparatus.get(f.id) for f in head]
+    order = rerank_order(list(range(len(head))), movable, scores)
+    return [head[i] for i in order] + top[RERANK_DEPTH:]
+
+
 def _arrange(
     conn: Connection,
     fused: list[Fused],
     k: int,
     quote_of: QueryTerms | None = None,
     phrase_words: Sequence[str] = (),
-) -> tuple[list[Fused], dict[int, list[AlsoIn]], dict[int, str | None]]:
+) -> tuple[list[Fused], dict[int, list[AlsoIn]], dict[int, str | None], frozenset[int]]:
     """The first ``k`` of the fused list (its first ``max(3k, CANDIDATES)``, where verbatim
     quotes of ``quote_of`` are looked for) with those quotes first,
     apparatus after the body and duplicates folded (:func:`mindory.search.structure.
@@ -352,7 +408,7 @@ def _arrange(
         if i in by_id
     }
     apparatus = {i: c.apparatus for i, c in candidates.items()}
-    return top, also, apparatus
+    return top, also, apparatus, frozenset(quotes)
 
 
 def _vector_search_own_connection(

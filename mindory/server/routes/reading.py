@@ -97,10 +97,19 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
             Query(description="Fused ranks (default), full-text alone, or vectors alone."),
         ] = "hybrid",
         page_size: Annotated[int, Query(ge=1, le=1000, description="Blocks per page.")] = 20,
+        rerank: Annotated[
+            bool,
+            Query(
+                description="Re-read the first 10 hits of a Latin-script question sentence "
+                "by sentence (a second stage, ~1 s on two cores; docs/search.md)."
+            ),
+        ] = False,
     ) -> JSONResponse:
         """Search the library; every hit is a chunk with its Locator and the source spans
         of the query's words in it (`mindory search --json`)."""
-        found = lib.search(q, k=k, mode=mode, book=book, section=section, page_size=page_size)
+        found = lib.search(
+            q, k=k, mode=mode, book=book, section=section, page_size=page_size, rerank=rerank
+        )
         # Sent as made (SearchOut documents it, extra keys allowed): validating ten hits'
         # Locators through the model cost ~8–16 ms a request, more than the search's parts.
         return JSONResponse(found.to_json())
