@@ -48,8 +48,7 @@ from mindory.library import Library  # noqa: E402
 from mindory.search import words  # noqa: E402
 from mindory.search.analysis import analyze  # noqa: E402
 from mindory.search.evaluation import EvalQuery, load_queries, locate_answer  # noqa: E402
-from mindory.search.lexical import lexical_search  # noqa: E402
-from mindory.search.pipeline import vector_search  # noqa: E402
+from mindory.search.pipeline import trigram_list, vector_search  # noqa: E402
 from mindory.search.structure import Candidate, arrange  # noqa: E402
 from mindory.store.fts import Filters  # noqa: E402
 from mindory.store.models import BookRow, ChunkRow, DerivationRow, SectionRow  # noqa: E402
@@ -310,8 +309,10 @@ def main() -> None:
                     )
                     latency["words"].append(time.perf_counter() - t)
                     t = time.perf_counter()
-                    lists["trigram"] = lexical_search(
-                        conn, analyze(q.query), limit=DEPTH, filters=filters
+                    # As the search asks it: a Chinese question in both scripts.
+                    chinese = q.lang is not None and q.lang.startswith("zh")
+                    lists["trigram"] = trigram_list(
+                        conn, analyze(q.query), DEPTH, filters, chinese=chinese
                     )
                     latency["trigram"].append(time.perf_counter() - t)
                     for spec, emb in embeddings.items():

