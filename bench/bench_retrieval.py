@@ -273,7 +273,11 @@ def main() -> None:
                 from mindory.store.models import EmbeddingRow
 
                 with Session(bind=conn) as s:
-                    row = s.scalars(select(EmbeddingRow).where(EmbeddingRow.spec == spec)).first()
+                    row = s.scalars(
+                        select(EmbeddingRow)
+                        .where(EmbeddingRow.spec == spec)
+                        .order_by(EmbeddingRow.is_current.desc(), EmbeddingRow.id.desc())
+                    ).first()  # the current one (an earlier text rule may be stored too)
                 if row is None:
                     raise SystemExit(f"no vectors of {spec!r}: run mindory embed --embedder {spec}")
                 embeddings[spec] = EmbeddingState(

@@ -298,7 +298,10 @@ def query_terms(query: str, languages: Sequence[str] = ("en",)) -> list[str]:
             continue
         out.extend(_chinese_terms(run))
         if "ja" in languages:
-            out.extend(_japanese_terms(run))
+            # Kanji shared with the Japanese books, asked in both scripts so that the
+            # terms do not depend on the script the question was typed in.
+            for variant in both_scripts(run):
+                out.extend(_japanese_terms(variant))
     return list(dict.fromkeys(out))
 
 

@@ -46,3 +46,11 @@ def test_the_fingerprint_names_every_analyser_and_version() -> None:
     fp = fingerprint()
     for part in ("mindory-words-", "PyStemmer-", "opencc-pyo3-", "rjieba-", "SudachiPy-"):
         assert part in fp and f"{part}missing" not in fp
+
+
+def test_a_chinese_question_has_the_same_terms_in_either_script() -> None:
+    # Also beside Japanese books, whose analysis reads the question's kanji (issue 26).
+    for languages in (["zh"], ["en", "zh"], ["en", "ja", "zh"]):
+        assert query_terms("洪太尉為什麼非要打開伏魔殿裡那塊石碑", languages) == query_terms(
+            "洪太尉为什么非要打开伏魔殿里那块石碑", languages
+        ), languages
