@@ -13,8 +13,8 @@ for the hit at place ``i`` of the ``n`` re-read (the first stage's order is the 
 Quotes found word for word and apparatus keep their places; only the ids move, so every
 hit keeps the Locator the first stage computed for its chunk.
 
-Measured on the 183 English reader questions (docs/search.md): MRR@10 0.430 → 0.447,
-fold B +0.048, fold A −0.009 (its context questions lose); ~0.9 s a question on two
+Measured on the 183 English reader questions (docs/search.md): MRR@10 0.430 → 0.448,
+fold B +0.041, fold A −0.003 (its context questions lose); ~0.9 s a question on two
 cores. It does not earn being the default, so it is a named mode (``rerank=true``,
 ``mindory search --rerank``), for Latin-script questions only: a Chinese or Japanese
 question is already read by the larger model (e5), and re-reading its windows with it
