@@ -40,6 +40,13 @@ if TYPE_CHECKING:
     help="Embed 'Book › Section' before each chunk's text (default: as before, else off).",
 )
 @click.option("--batch", default=256, show_default=True, help="Chunks per batch.")
+@click.option(
+    "--windows",
+    is_flag=True,
+    default=None,
+    help="Also embed each chunk's sentence windows once, so search --rerank reads them "
+    "back in milliseconds (kept up to date from then on).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def embed(
@@ -47,6 +54,7 @@ def embed(
     embedder: str | None,
     context_header: bool | None,
     batch: int,
+    windows: bool | None,
     as_json: bool,
 ) -> None:
     """Embed the chunks that have no vector yet (current derivations), then update the index."""
@@ -63,6 +71,7 @@ def embed(
     # Not a terminal (a log, a pipe, --json): lines now and then instead of a bar that
     # draws nothing there for the whole run.
     lines = None if show else ProgressLines("embedded", "chunks")
+    window_lines = None if show else ProgressLines("embedded the sentence windows of", "chunks")
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -75,13 +84,19 @@ def embed(
     with progress:
         task = progress.add_task("embedding", total=None)
 
-        def report(_phase: str, done: int, total: int) -> None:
-            if lines is not None:
-                lines(done, total)
-            progress.update(task, completed=done, total=total)
+        def report(phase: str, done: int, total: int) -> None:
+            log = window_lines if phase == "windows" else lines
+            if log is not None:
+                log(done, total)
+            name = "sentence windows" if phase == "windows" else "embedding"
+            progress.update(task, completed=done, total=total, description=name)
 
         result = lib.embed(
-            embedder, context_header=context_header, batch_size=batch, progress=report
+            embedder,
+            context_header=context_header,
+            batch_size=batch,
+            progress=report,
+            windows=windows or None,
         )
     if as_json:
         print_json(result.to_json())
@@ -96,6 +111,13 @@ def embed(
         + f"; {e.vectors} vectors for {result.total} current chunks",
         highlight=False,
     )
+    if result.windows is not None:
+        w = result.windows
+        console().print(
+            f"sentence windows: {w.windows} for {w.chunks} chunk(s) in {w.seconds:.2f} s "
+            f"({w.windows_key})",
+            highlight=False,
+        )
     if result.index is not None:
         _print_index(result.index)
 

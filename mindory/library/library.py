@@ -367,11 +367,14 @@ class Library(ReadingStateMethods):
         batch_size: int = EMBED_BATCH,
         progress: ProgressFn | None = None,
         update_index: bool = True,
+        windows: bool | None = None,
     ) -> EmbedResult:
         """Embed the chunks of every book's current derivation that have no vector yet in this
         embedding (embedder + context-header flag), in batches, one transaction each; the
         embedding becomes the current one. Then the vector index is brought up to date
-        (``update_index``)."""
+        (``update_index``). ``windows`` True also embeds each chunk's sentence windows once,
+        so ``search(rerank=True)`` reads them back instead of embedding them per question;
+        None keeps them up to date where the library keeps them."""
         from mindory.library import vectors
 
         return vectors.embed(
@@ -381,6 +384,7 @@ class Library(ReadingStateMethods):
             batch_size=batch_size,
             progress=progress,
             update_index=update_index,
+            windows=windows,
         )
 
     def index(self, *, rebuild: bool = False) -> IndexInfo:

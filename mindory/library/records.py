@@ -98,6 +98,24 @@ def no_progress(_phase: str, _done: int, _total: int) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class WindowsResult:
+    """Sentence windows stored for the second stage by one call (``embed --windows``)."""
+
+    windows_key: str
+    chunks: int  # chunks whose windows this call stored
+    windows: int  # window vectors it stored
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "windows_key": self.windows_key,
+            "chunks": self.chunks,
+            "windows": self.windows,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class EmbedResult:
     embedding: EmbeddingInfo
     embedded: int  # vectors made by this call
@@ -105,6 +123,7 @@ class EmbedResult:
     seconds: float
     embed_seconds: float  # in the embedder alone
     index: IndexInfo | None = None
+    windows: WindowsResult | None = None  # None: the library keeps no sentence windows
 
     def to_json(self) -> dict[str, Any]:
         rate = self.embedded / self.embed_seconds if self.embed_seconds > 0 else None
@@ -115,6 +134,7 @@ class EmbedResult:
             "seconds": round(self.seconds, 4),
             "chunks_per_second": round(rate, 1) if rate is not None else None,
             "index": self.index.to_json() if self.index is not None else None,
+            "windows": self.windows.to_json() if self.windows is not None else None,
         }
 
 

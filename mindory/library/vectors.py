@@ -19,10 +19,12 @@ from mindory.library.records import (
     EmbedResult,
     ImportResult,
     ProgressFn,
+    WindowsResult,
     default_embedder,
     no_progress,
 )
 from mindory.library.state import State
+from mindory.library.windows import embed_windows, keeps_windows
 from mindory.search.embedders import (
     Embedder,
     HashedNgramEmbedder,
@@ -112,6 +114,7 @@ def embed(
     progress: ProgressFn | None = None,
     update_index: bool = True,
     book: str | None = None,
+    windows: bool | None = None,
 ) -> EmbedResult:
     """Embed the chunks of every book's current derivation that have no vector yet
     in this embedding (embedder + context-header flag), in batches, one transaction
@@ -120,6 +123,8 @@ def embed(
 
     ``embedder`` None keeps the current embedding (or the built-in ``hashed``);
     ``context_header`` None keeps the current embedding's flag (else off).
+    ``windows`` True also embeds each chunk's sentence windows for the second stage
+    (:mod:`mindory.library.windows`); None does so when the library keeps them already.
     """
     report = progress or no_progress
     t0 = perf_counter()
@@ -247,6 +252,9 @@ def embed(
         after = int(rows[-1][0])
         report("embed", done, total_missing)
     report("embed", total_missing, total_missing)
+    windowed: WindowsResult | None = None
+    if windows or (windows is None and keeps_windows(st)):
+        windowed = embed_windows(st, progress=progress, book=book)
     index_info: IndexInfo | None = None
     if update_index:
         index_info = index(st)
@@ -258,6 +266,7 @@ def embed(
         seconds=perf_counter() - t0,
         embed_seconds=t_embed,
         index=index_info,
+        windows=windowed,
     )
 
 

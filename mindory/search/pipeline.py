@@ -27,7 +27,14 @@ from mindory.search.hits import AlsoIn, SearchResult, build_hits
 from mindory.search.lexical import lexical_search, quote_holders, scan
 from mindory.search.minilm import CJK_LIMIT, cjk_share
 from mindory.search.phrases import is_keyword_list, with_phrase_bonus, words_of
-from mindory.search.rerank import RERANK_DEPTH, rerank_order, window_scores
+from mindory.search.rerank import (
+    RERANK_DEPTH,
+    best_cosines,
+    rerank_order,
+    window_model,
+    window_vectors,
+    windows_key,
+)
 from mindory.search.routed import SPEC as ROUTED_SPEC
 from mindory.search.routed import query_block
 from mindory.search.structure import Candidate, arrange
@@ -43,6 +50,7 @@ from mindory.store.vectors import (
     current_embedding_state,
     database_indexes_vectors,
 )
+from mindory.store.windows import stored_windows
 
 # What only some searches need is imported where they need it: the vector index (FAISS,
 # 50–90 ms) by the vector half, the ORM (~0.2 s) by a search restricted to a book.
@@ -271,7 +279,7 @@ def search(
         timings["arrange"] = 1000 * (perf_counter() - t)
         if rerun and embedding is not None:
             t = perf_counter()
-            top = _reranked(sv, conn, embedding, query, top, quoted, apparatus)[:k]
+            top = _reranked(sv, conn, embedding, query, top, quoted, apparatus, warnings)[:k]
             timings["rerank"] = 1000 * (perf_counter() - t)
         t = perf_counter()
         hits = build_hits(
@@ -371,15 +379,27 @@ def _reranked(
     top: list[Fused],
     quoted: frozenset[int],
     apparatus: Mapping[int, str | None],
+    warnings: list[str],
 ) -> list[Fused]:
     """``top`` with its first :data:`RERANK_DEPTH` hits re-read (quotes found word for word
     and apparatus keep their places)."""
     head = top[:RERANK_DEPTH]
-    rows = candidate_rows(conn, [f.id for f in head])
-    texts = [str(rows[f.id][2]) if f.id in rows else "" for f in head]
-    model = sv.embedder(embedding.spec)
-    question = embed_queries(model, [query])[0]
-    scores = window_scores(question, texts, lambda ws: model.embed(ws))
+    ids = [f.id for f in head]
+    reader = window_model(sv.embedder(embedding.spec))
+    key = windows_key(reader)
+    stored = stored_windows(conn, key, ids)
+    todo = [i for i in ids if i not in stored]
+    if todo:
+        # Not stored (``mindory embed --windows`` was not run): read them now, alike to the bit.
+        rows = candidate_rows(conn, todo)
+        made = window_vectors([str(rows[i][2]) if i in rows else "" for i in todo], reader.embed)
+        stored.update(zip(todo, made, strict=True))
+        warnings.append(
+            f"rerank embedded the sentence windows of {len(todo)} hits now; "
+            "mindory embed --windows stores them once (the stage then takes milliseconds)"
+        )
+    question = embed_queries(reader, [query])[0]
+    scores = best_cosines(question, [stored[i] for i in ids])
     movable = [f.id not in quoted and not apparatus.get(f.id) for f in head]
     order = rerank_order(list(range(len(head))), movable, scores)
     return [head[i] for i in order] + top[RERANK_DEPTH:]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,9 +33,13 @@ __all__ = [
     "RERANK_DEPTH",
     "RERANK_WEIGHT",
     "WINDOW_CHARS",
+    "best_cosines",
     "rerank_order",
     "sentence_windows",
+    "window_model",
     "window_scores",
+    "window_vectors",
+    "windows_key",
 ]
 
 RERANK_DEPTH = 10  # hits re-read (~70 windows: ~0.9 s a question on two cores)
@@ -85,35 +90,68 @@ def sentence_windows(text: str, width: int = WINDOW_CHARS) -> list[tuple[int, in
     return out
 
 
-def window_scores(
-    question: np.ndarray,
-    texts: Sequence[str],
-    embed: Callable[[list[str]], np.ndarray],
-) -> list[float]:
-    """The best cosine between ``question`` (a vector) and a window of each text; a
-    text without windows (blank), or a model that gives it a zero vector, scores 0."""
+def window_model(model: Any) -> Any:
+    """The model that reads the windows of a Latin-script question's hits: the default
+    embedder's Latin half (MiniLM), else the library's model itself."""
+    return getattr(model, "latin_model", model)
+
+
+def windows_key(model: Any) -> str:
+    """What a chunk's stored windows are a function of besides its text: the model that
+    read them and the window rule (``chunk_windows.windows_key``)."""
+    return f"{model.id}/windows-{WINDOW_CHARS}"
+
+
+def window_vectors(
+    texts: Sequence[str], embed: Callable[[list[str]], np.ndarray]
+) -> list[np.ndarray]:
+    """Each text's sentence windows embedded: a ``(count, dim)`` float16 array of unit
+    rows, in window order, without the windows the model reads as nothing (a zero
+    vector: blank, or another script's). Stored as they are (``mindory embed
+    --windows``) or made at question time, they score alike, to the bit."""
     owners: list[int] = []
     windows: list[str] = []
     for n, text in enumerate(texts):
         for a, b in sentence_windows(text):
             owners.append(n)
             windows.append(text[a:b])
-    best = [0.0] * len(texts)
     if not windows:
-        return best
+        return [np.zeros((0, 0), dtype=np.float16) for _ in texts]
     vectors = np.asarray(embed(windows), dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1)
+    keep = np.isfinite(norms) & (norms > 0)
+    unit = np.zeros_like(vectors)
+    unit[keep] = vectors[keep] / norms[keep, None]
+    half = unit.astype(np.float16)
+    mine = np.asarray(owners)
+    return [half[(mine == n) & keep] for n in range(len(texts))]
+
+
+def best_cosines(question: np.ndarray, per_text: Sequence[np.ndarray]) -> list[float]:
+    """The best cosine between ``question`` (a vector) and a window of each text's
+    (:func:`window_vectors`); a text without windows, or a zero question, scores 0."""
     q = np.asarray(question, dtype=np.float32).reshape(-1)
     q_norm = float(np.linalg.norm(q))
+    best = [0.0] * len(per_text)
     if q_norm == 0.0:
         return best
-    norms = np.linalg.norm(vectors, axis=1)
-    dots = vectors @ q
-    seen = [False] * len(texts)
-    for owner, dot, norm in zip(owners, dots.tolist(), norms.tolist(), strict=True):
-        cosine = dot / (norm * q_norm) if norm > 0 else 0.0
-        if not seen[owner] or cosine > best[owner]:
-            best[owner], seen[owner] = cosine, True
+    for n, rows in enumerate(per_text):
+        if rows.size == 0:
+            continue
+        v = rows.astype(np.float32)
+        cosines = (v @ q) / (np.linalg.norm(v, axis=1) * q_norm)
+        best[n] = float(cosines.max())
     return best
+
+
+def window_scores(
+    question: np.ndarray,
+    texts: Sequence[str],
+    embed: Callable[[list[str]], np.ndarray],
+) -> list[float]:
+    """The best cosine between ``question`` (a vector) and a window of each text; a
+    text without windows (blank), or one the model reads as nothing, scores 0."""
+    return best_cosines(question, window_vectors(texts, embed))
 
 
 def rerank_order(

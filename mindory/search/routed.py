@@ -162,6 +162,12 @@ class ScriptRoutedEmbedder:
         return self._model("latin")
 
     @property
+    def latin_model(self) -> Any:
+        """The Latin half's own model (MiniLM): what re-reads a Latin-script question's
+        hits sentence by sentence (:func:`mindory.search.rerank.window_model`)."""
+        return self._latin
+
+    @property
     def _cjk(self) -> Any:
         return self._model("cjk")
 

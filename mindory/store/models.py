@@ -24,7 +24,9 @@ points for plain text, section-local for EPUB), as in :mod:`mindory.text.records
 Search (docs/search.md) adds **embeddings** (one row per embedding space:
 embedder id + context-header flag, with the spec that recreates the embedder)
 and **chunk_vectors** (one float32 little-endian vector per chunk and
-embedding). On SQLite, revision 0002 also creates the FTS5 index
+embedding). **chunk_windows** (revision 0010) holds, for the second stage, each chunk's
+sentence windows embedded (float16), once ``mindory embed --windows`` asked for them.
+On SQLite, revision 0002 also creates the FTS5 index
 ``chunks_fts`` (trigram tokenizer, contentless) and the triggers that keep it
 in step with ``chunks``; those are not models (SQLAlchemy cannot describe a
 virtual table), so the autogenerate comparison leaves them out
@@ -79,6 +81,7 @@ __all__ = [
     "BookRow",
     "ChunkRow",
     "ChunkVectorRow",
+    "ChunkWindowsRow",
     "DerivationRow",
     "EmbeddingRow",
     "HighlightRow",
@@ -282,6 +285,19 @@ class ChunkVectorRow(Base):
     embedding_id: Mapped[int]
     vector: Mapped[bytes]
     text_sha256: Mapped[str | None]
+
+
+class ChunkWindowsRow(Base):
+    """The sentence windows of a chunk, embedded for the second stage
+    (:mod:`mindory.search.rerank`): ``count`` × ``dim`` float16 unit vectors."""
+
+    __table__ = tables.chunk_window_table
+
+    chunk_id: Mapped[int]
+    windows_key: Mapped[str]
+    count: Mapped[int]
+    dim: Mapped[int]
+    vectors: Mapped[bytes]
 
 
 class HighlightRow(Base):

@@ -57,6 +57,7 @@ __all__ = [
     "chunk_table",
     "chunk_terms_table",
     "chunk_vector_table",
+    "chunk_window_table",
     "derivation_table",
     "document_key_table",
     "embedding_table",
@@ -304,6 +305,20 @@ chunk_vector_table = Table(
     # SHA-256 (hex) of the exact string the embedder read (revision 0009): a vector is a
     # function of the embedder and that string, so another copy of a text reuses it
     Column("text_sha256", String(64), nullable=True, index=True),
+)
+
+chunk_window_table = Table(
+    "chunk_windows",
+    METADATA,
+    _ref("chunk_id", "chunks.id", primary_key=True),
+    # the model and window rule that made them (rerank.windows_key): another rule or
+    # model is another row, never a mixed one
+    Column("windows_key", String(128), primary_key=True),
+    _required("count", Integer),
+    _required("dim", Integer),
+    # count × dim float16, little-endian, each row a unit vector (revision 0010); the
+    # windows the model reads as nothing (another script) are left out
+    _required("vectors", LargeBinary),
 )
 
 highlight_table = Table(

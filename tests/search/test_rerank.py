@@ -18,12 +18,17 @@ from mindory.library import Library
 from mindory.search.minilm import MiniLMEmbedder
 from mindory.search.rerank import (
     RERANK_DEPTH,
+    best_cosines,
     rerank_order,
     sentence_windows,
     sentences,
+    window_model,
     window_scores,
+    window_vectors,
+    windows_key,
 )
 from tests.conftest import SAMPLES
+from tests.pg import PgServer
 
 _TEXT = st.text(
     alphabet=st.sampled_from(list("ab .!?;:\"'”)\n\t") + ["宋", "。", "é", "𠀀"]), max_size=120
@@ -161,7 +166,11 @@ QUESTION = "what did the old man say about the river and the houses by the water
 def test_a_reranked_hit_keeps_its_chunk_s_exact_place(lib: Library) -> None:
     first = lib.search(QUESTION, k=RERANK_DEPTH)
     second = lib.search(QUESTION, k=RERANK_DEPTH, rerank=True)
-    assert "rerank" in second.timings and not second.warnings
+    assert "rerank" in second.timings
+    # No windows stored: the stage embeds them now, and says how to store them once.
+    assert [w for w in second.warnings if "mindory embed --windows" in w] == list(
+        second.warnings
+    ) and len(second.warnings) == 1
     assert [h.chunk for h in second.hits] != [h.chunk for h in first.hits]  # it moved some
     # The same chunks, re-ordered; each with the same Locator and word matches.
     assert sorted(h.chunk for h in second.hits) == sorted(h.chunk for h in first.hits)
@@ -209,3 +218,99 @@ def test_cli_and_http_doors_pass_rerank(lib_path: Path) -> None:
         assert "rerank" in body["timings"]
         assert [h["chunk"] for h in body["hits"]] == [h["chunk"] for h in cli["hits"]]
         assert client.get("/search", params={"q": QUESTION, "rerank": "maybe"}).status_code == 422
+
+
+# ------------------------------------------------------------ windows embedded once
+
+
+def test_window_vectors_are_unit_float16_rows_without_the_unread() -> None:
+    def embed(windows: list[str]) -> np.ndarray:
+        return np.array([[0.0, 0.0] if "宋" in w else [3.0, 4.0] for w in windows])
+
+    long = f"{'a' * 199}.\n{'宋' * 199}。\n{'b' * 199}."  # three windows, one unread
+    per = window_vectors([long, "宋。", "  "], embed)
+    assert [v.shape for v in per] == [(2, 2), (0, 2), (0, 2)]
+    assert per[0].dtype == np.float16
+    assert np.allclose(per[0].astype(np.float32), [[0.6, 0.8], [0.6, 0.8]], atol=1e-3)
+    assert best_cosines(np.array([3.0, 4.0]), per)[1:] == [0.0, 0.0]
+
+
+def test_stored_windows_score_as_windows_made_at_question_time(
+    lib_path: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "windows.sqlite"
+    path.write_bytes(lib_path.read_bytes())
+    with Library.open(path) as library:
+        before = library.search(QUESTION, k=RERANK_DEPTH, rerank=True)
+        done = library.embed(windows=True)
+        assert done.embedded == 0 and done.windows is not None
+        assert done.windows.chunks == done.total  # every current chunk, once
+        stored = library.search(QUESTION, k=RERANK_DEPTH, rerank=True)
+        # Read back, not embedded: no warning; the same order, to the bit.
+        assert not stored.warnings
+        assert [h.chunk for h in stored.hits] == [h.chunk for h in before.hits]
+        assert [h.locator for h in stored.hits] == [h.locator for h in before.hits]
+        again = library.embed()  # a library that keeps windows stores only new ones
+        assert again.windows is not None and again.windows.chunks == 0
+        # What is stored is what the model makes of the chunk's text now.
+        from mindory.store.windows import stored_windows
+
+        model = window_model(library.embedder())
+        with library.state.engine.connect() as conn:
+            rows = conn.exec_driver_sql("SELECT id, text FROM chunks ORDER BY id LIMIT 5").all()
+            got = stored_windows(conn, windows_key(model), [r[0] for r in rows])
+        made = window_vectors([r[1] for r in rows], model.embed)
+        for (chunk_row, _), want in zip(rows, made, strict=True):
+            assert got[chunk_row].tobytes() == want.tobytes()
+
+
+def test_a_library_that_keeps_windows_stores_them_for_each_new_book(tmp_path: Path) -> None:
+    path = tmp_path / "grow.sqlite"
+    with Library.open(path) as library:
+        assert [r.status for r in library.import_many([SAMPLES / "wasteland.epub"])] == ["created"]
+        library.embed(windows=True)
+        added = library.import_book(SAMPLES / "news-from-nowhere.txt")
+        assert added.status == "created"
+        with library.state.engine.connect() as conn:
+            missing = conn.exec_driver_sql(
+                "SELECT count(*) FROM chunks c JOIN derivations d ON d.id = c.derivation_id "
+                "WHERE d.is_current AND c.id NOT IN (SELECT chunk_id FROM chunk_windows)"
+            ).scalar()
+            assert missing == 0
+        library.delete_book(added.book)
+        with library.state.engine.connect() as conn:
+            orphans = conn.exec_driver_sql(
+                "SELECT count(*) FROM chunk_windows WHERE chunk_id NOT IN (SELECT id FROM chunks)"
+            ).scalar()
+            assert orphans == 0  # deleted with their chunks
+
+
+def test_cli_embeds_windows_when_asked(lib_path: Path, tmp_path: Path) -> None:
+    path = tmp_path / "cli.sqlite"
+    path.write_bytes(lib_path.read_bytes())
+    out = CliRunner().invoke(main, ["--db", str(path), "embed", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["windows"] is None  # not asked, not kept
+    out = CliRunner().invoke(main, ["--db", str(path), "embed", "--windows", "--json"])
+    assert out.exit_code == 0, out.output
+    windows = json.loads(out.stdout)["windows"]
+    assert windows["chunks"] > 0 and windows["windows"] >= windows["chunks"] // 2
+
+
+def test_postgresql_keeps_and_reads_windows_as_sqlite_does(
+    tmp_path: Path, pg_server: PgServer, pg_template: str
+) -> None:
+    url = pg_server.create_database("rerank_windows", template=pg_template)
+    where = {"sqlite": str(tmp_path / "lib.sqlite"), "postgresql": url}
+    orders = {}
+    try:
+        for name, target in where.items():
+            with Library.open(target) as library:
+                library.import_book(SAMPLES / "wasteland.epub", embed=False)
+                library.embed("hashed", windows=True)
+                found = library.search(QUESTION, k=RERANK_DEPTH, rerank=True)
+                assert not found.warnings, (name, found.warnings)
+                orders[name] = [(h.chunk, h.locator) for h in found.hits]
+    finally:
+        pg_server.drop_database("rerank_windows")
+    assert orders["postgresql"] == orders["sqlite"]

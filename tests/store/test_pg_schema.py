@@ -1,4 +1,4 @@
-"""The same Alembic revisions on PostgreSQL: 0001-0008 up and down, revision 0007's
+"""The same Alembic revisions on PostgreSQL: 0001-0010 up and down, revision 0007's
 indexes and triggers (the vectors decoded exactly, one HNSW index per embedding space),
 revision 0008's index per half of the default embedder's vectors, and nothing of 0007 or
 0008 on SQLite."""
@@ -29,7 +29,8 @@ def test_revisions_up_and_down_on_postgresql(pg_server: PgServer) -> None:
             indexes = _names(conn, "SELECT indexname FROM pg_indexes")
             assert {"ix_chunk_terms_tsv", "ix_chunks_text_trgm"} <= indexes
             assert "pg_chunk_vectors" in inspect(conn).get_table_names()
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0009"
+            assert "chunk_windows" in inspect(conn).get_table_names()
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0010"
         downgrade(engine, "0006")
         with engine.connect() as conn:
             assert "pg_chunk_vectors" not in inspect(conn).get_table_names()

@@ -1,0 +1,89 @@
+"""Sentence windows for the second stage, embedded once (``mindory embed --windows``).
+
+The rerank mode re-reads a Latin-script question's first hits one sentence window at a
+time (:mod:`mindory.search.rerank`). Embedding those windows when the question comes
+costs ~0.9 s on two cores; embedded here once per chunk, the stage reads them back in
+milliseconds. A library that keeps windows keeps them up to date: every later ``embed``
+(and so every import) adds the windows of the chunks it adds.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+from typing import Any
+
+from sqlalchemy import select
+
+from mindory.errors import MindoryError
+from mindory.library.records import ProgressFn, WindowsResult, no_progress
+from mindory.library.state import State
+from mindory.search.rerank import window_model, window_vectors, windows_key
+from mindory.store.models import BookRow
+from mindory.store.vectors import current_embedding_state
+from mindory.store.windows import (
+    chunks_without_windows,
+    count_chunks_without_windows,
+    has_windows,
+    store_windows,
+)
+
+__all__ = ["WINDOWS_BATCH", "embed_windows", "keeps_windows"]
+
+WINDOWS_BATCH = 64  # chunks (~450 windows) per embed call and per transaction
+
+
+def _reader(st: State) -> Any:
+    with st.engine.connect() as conn:
+        current = current_embedding_state(conn)
+    if current is None:
+        raise MindoryError("no vectors yet: run mindory embed first")
+    return window_model(st.embedder(current.spec))
+
+
+def keeps_windows(st: State) -> bool:
+    """Whether the library keeps sentence windows (``mindory embed --windows`` was run):
+    then every later embedding adds the windows of the chunks it adds. Asked of the
+    table alone, so an embedding that needs no windows loads no model for them."""
+    with st.engine.connect() as conn:
+        return has_windows(conn)
+
+
+def embed_windows(
+    st: State, *, progress: ProgressFn | None = None, book: str | None = None
+) -> WindowsResult:
+    """Embed the sentence windows of every current chunk that has none yet under the
+    current embedding's model (``book``, a SHA-256: only that book's), a batch per
+    transaction, so an interrupted run keeps what it finished."""
+    report = progress or no_progress
+    t0 = perf_counter()
+    reader = _reader(st)
+    key = windows_key(reader)
+    book_id: int | None = None
+    if book is not None:
+        with st.read() as s:
+            found = s.scalar(select(BookRow.id).where(BookRow.sha256 == book))
+        if found is None:
+            raise MindoryError(f"no book {book[:12]} to embed")
+        book_id = int(found)
+    with st.engine.connect() as conn:
+        total = count_chunks_without_windows(conn, key, book_id)
+    chunks = windows = 0
+    after = 0
+    report("windows", 0, total)
+    while True:
+        with st.engine.connect() as conn:
+            rows = chunks_without_windows(
+                conn, key, after=after, limit=WINDOWS_BATCH, book_id=book_id
+            )
+        if not rows:
+            break
+        per_chunk = window_vectors([text for _, text in rows], reader.embed)
+        with st.writer.begin() as conn:
+            store_windows(conn, key, {i: v for (i, _), v in zip(rows, per_chunk, strict=True)})
+        chunks += len(rows)
+        windows += sum(int(v.shape[0]) for v in per_chunk)
+        after = rows[-1][0]
+        report("windows", chunks, total)
+    return WindowsResult(
+        windows_key=key, chunks=chunks, windows=windows, seconds=perf_counter() - t0
+    )
