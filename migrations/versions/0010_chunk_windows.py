@@ -31,7 +31,7 @@ def upgrade() -> None:
     op.create_table(
         "chunk_windows",
         sa.Column("chunk_id", ROW_ID, nullable=False),
-        sa.Column("windows_key", sa.String(length=128), nullable=False),
+        sa.Column("windows_key", sa.Text(), nullable=False),
         sa.Column("count", sa.Integer(), nullable=False),
         sa.Column("dim", sa.Integer(), nullable=False),
         sa.Column("vectors", sa.LargeBinary(), nullable=False),

@@ -115,7 +115,7 @@ def embed(
         w = result.windows
         console().print(
             f"sentence windows: {w.windows} for {w.chunks} chunk(s) in {w.seconds:.2f} s "
-            f"({w.windows_key})",
+            f"({', '.join(w.windows_keys)})",
             highlight=False,
         )
     if result.index is not None:

@@ -101,14 +101,14 @@ def no_progress(_phase: str, _done: int, _total: int) -> None:
 class WindowsResult:
     """Sentence windows stored for the second stage by one call (``embed --windows``)."""
 
-    windows_key: str
-    chunks: int  # chunks whose windows this call stored
+    windows_keys: tuple[str, ...]  # one per script the model reads (rerank.window_readers)
+    chunks: int  # chunks whose windows this call stored (under any key)
     windows: int  # window vectors it stored
     seconds: float
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "windows_key": self.windows_key,
+            "windows_keys": list(self.windows_keys),
             "chunks": self.chunks,
             "windows": self.windows,
             "seconds": round(self.seconds, 4),

@@ -21,6 +21,7 @@ from mindory.store.models import (
     BookRow,
     ChunkRow,
     ChunkVectorRow,
+    ChunkWindowsRow,
     DerivationRow,
     EmbeddingRow,
     HighlightRow,
@@ -230,6 +231,15 @@ def _verify_vectors(s: Session, v: _Verifier) -> None:
     ).all()
     for fingerprint, dim, count in rows:
         v.problem(f"embedding {fingerprint}: {count} vector(s) are not {dim} float32 values")
+    windows = s.execute(
+        select(ChunkWindowsRow.windows_key, func.count())
+        .where(
+            func.length(ChunkWindowsRow.vectors) != ChunkWindowsRow.count * ChunkWindowsRow.dim * 2
+        )
+        .group_by(ChunkWindowsRow.windows_key)
+    ).all()
+    for key, count in windows:
+        v.problem(f"sentence windows {key}: {count} chunk(s) hold the wrong number of bytes")
 
 
 def _check_map(v: _Verifier, where: str, t: SectionTextRow, sec: SectionRow) -> OffsetMap | None:

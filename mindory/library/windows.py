@@ -10,14 +10,13 @@ milliseconds. A library that keeps windows keeps them up to date: every later ``
 from __future__ import annotations
 
 from time import perf_counter
-from typing import Any
 
 from sqlalchemy import select
 
 from mindory.errors import MindoryError
 from mindory.library.records import ProgressFn, WindowsResult, no_progress
 from mindory.library.state import State
-from mindory.search.rerank import window_model, window_vectors, windows_key
+from mindory.search.rerank import WindowReader, window_readers, window_vectors
 from mindory.store.models import BookRow
 from mindory.store.vectors import current_embedding_state
 from mindory.store.windows import (
@@ -32,12 +31,13 @@ __all__ = ["WINDOWS_BATCH", "embed_windows", "keeps_windows"]
 WINDOWS_BATCH = 64  # chunks (~450 windows) per embed call and per transaction
 
 
-def _reader(st: State) -> Any:
+def _readers(st: State) -> list[WindowReader]:
     with st.engine.connect() as conn:
         current = current_embedding_state(conn)
     if current is None:
         raise MindoryError("no vectors yet: run mindory embed first")
-    return window_model(st.embedder(current.spec))
+    readers = window_readers(st.embedder(current.spec))
+    return [readers[name] for name in sorted(readers)]
 
 
 def keeps_windows(st: State) -> bool:
@@ -51,13 +51,14 @@ def keeps_windows(st: State) -> bool:
 def embed_windows(
     st: State, *, progress: ProgressFn | None = None, book: str | None = None
 ) -> WindowsResult:
-    """Embed the sentence windows of every current chunk that has none yet under the
-    current embedding's model (``book``, a SHA-256: only that book's), a batch per
-    transaction, so an interrupted run keeps what it finished."""
+    """Embed the sentence windows of every current chunk that has none yet, with each
+    reader the current embedding's model offers (Latin script; Chinese and Japanese),
+    ``book`` (a SHA-256): only that book's; a batch per transaction, so an interrupted
+    run keeps what it finished. A chunk another reader reads is stored with no windows
+    (and costs that reader no model run)."""
     report = progress or no_progress
     t0 = perf_counter()
-    reader = _reader(st)
-    key = windows_key(reader)
+    readers = _readers(st)
     book_id: int | None = None
     if book is not None:
         with st.read() as s:
@@ -66,24 +67,29 @@ def embed_windows(
             raise MindoryError(f"no book {book[:12]} to embed")
         book_id = int(found)
     with st.engine.connect() as conn:
-        total = count_chunks_without_windows(conn, key, book_id)
+        total = sum(count_chunks_without_windows(conn, r.key, book_id) for r in readers)
     chunks = windows = 0
-    after = 0
     report("windows", 0, total)
-    while True:
-        with st.engine.connect() as conn:
-            rows = chunks_without_windows(
-                conn, key, after=after, limit=WINDOWS_BATCH, book_id=book_id
-            )
-        if not rows:
-            break
-        per_chunk = window_vectors([text for _, text in rows], reader.embed)
-        with st.writer.begin() as conn:
-            store_windows(conn, key, {i: v for (i, _), v in zip(rows, per_chunk, strict=True)})
-        chunks += len(rows)
-        windows += sum(int(v.shape[0]) for v in per_chunk)
-        after = rows[-1][0]
-        report("windows", chunks, total)
+    for reader in readers:
+        after = 0
+        while True:
+            with st.engine.connect() as conn:
+                rows = chunks_without_windows(
+                    conn, reader.key, after=after, limit=WINDOWS_BATCH, book_id=book_id
+                )
+            if not rows:
+                break
+            per_chunk = window_vectors([t for _, t in rows], reader.embed, cjk=reader.cjk)
+            made = {i: v for (i, _), v in zip(rows, per_chunk, strict=True)}
+            with st.writer.begin() as conn:
+                store_windows(conn, reader.key, made)
+            chunks += len(rows)
+            windows += sum(int(v.shape[0]) for v in per_chunk)
+            after = rows[-1][0]
+            report("windows", chunks, total)
     return WindowsResult(
-        windows_key=key, chunks=chunks, windows=windows, seconds=perf_counter() - t0
+        windows_keys=tuple(r.key for r in readers),
+        chunks=chunks,
+        windows=windows,
+        seconds=perf_counter() - t0,
     )

@@ -29,11 +29,11 @@ from mindory.search.minilm import CJK_LIMIT, cjk_share
 from mindory.search.phrases import is_keyword_list, with_phrase_bonus, words_of
 from mindory.search.rerank import (
     RERANK_DEPTH,
+    WindowReader,
     best_cosines,
     rerank_order,
-    window_model,
+    window_readers,
     window_vectors,
-    windows_key,
 )
 from mindory.search.routed import SPEC as ROUTED_SPEC
 from mindory.search.routed import query_block
@@ -267,7 +267,12 @@ def search(
             if lists.get("vector") and vector_weight > 0 and query_language == "latin"
             else []
         )
-        rerun = rerank and _can_rerank(mode, embedding, query_language, read_as, warnings)
+        reader = (
+            _rerank_reader(sv, mode, embedding, query_language, read_as, warnings)
+            if rerank
+            else None
+        )
+        rerun = reader is not None
         top, also, apparatus, quoted = _arrange(
             conn,
             fused,
@@ -277,9 +282,9 @@ def search(
             chinese=query_language == "zh",
         )
         timings["arrange"] = 1000 * (perf_counter() - t)
-        if rerun and embedding is not None:
+        if reader is not None:
             t = perf_counter()
-            top = _reranked(sv, conn, embedding, query, top, quoted, apparatus, warnings)[:k]
+            top = _reranked(conn, reader, query, read_as, top, quoted, apparatus, warnings)[:k]
             timings["rerank"] = 1000 * (perf_counter() - t)
         t = perf_counter()
         hits = build_hits(
@@ -350,32 +355,37 @@ def _query_language(query: str, languages: Sequence[str]) -> str:
     return "zh"
 
 
-def _can_rerank(
+def _rerank_reader(
+    sv: SearchServices,
     mode: str,
     embedding: EmbeddingState | None,
     query_language: str,
     read_as: str | None,
     warnings: list[str],
-) -> bool:
-    """Whether the second stage re-reads this question's hits; if not, why, as a warning."""
+) -> WindowReader | None:
+    """What re-reads this question's hits in the second stage: the Latin-script reader for
+    a Latin-script question read as one, else the Chinese and Japanese one; None (and a
+    warning that says why) when the stage cannot run."""
     if mode == "vector" or embedding is None:
         why = "it needs vectors" if embedding is None else "vector mode is the model's own list"
         warnings.append(f"rerank not applied: {why}")
-        return False
-    if query_language != "latin" or read_as is not None:
+        return None
+    readers = window_readers(sv.embedder(embedding.spec))
+    script = "latin" if query_language == "latin" and read_as is None else "cjk"
+    if script not in readers:
         warnings.append(
-            "rerank not applied: it re-reads Latin-script questions only "
-            "(a Chinese or Japanese question is read by e5 already)"
+            "rerank not applied: the library's embedder has no Chinese and Japanese model "
+            "(the default minilm+e5 has)"
         )
-        return False
-    return True
+        return None
+    return readers[script]
 
 
 def _reranked(
-    sv: SearchServices,
     conn: Connection,
-    embedding: EmbeddingState,
+    reader: WindowReader,
     query: str,
+    read_as: str | None,
     top: list[Fused],
     quoted: frozenset[int],
     apparatus: Mapping[int, str | None],
@@ -385,21 +395,18 @@ def _reranked(
     and apparatus keep their places)."""
     head = top[:RERANK_DEPTH]
     ids = [f.id for f in head]
-    reader = window_model(sv.embedder(embedding.spec))
-    key = windows_key(reader)
-    stored = stored_windows(conn, key, ids)
+    stored = stored_windows(conn, reader.key, ids)
     todo = [i for i in ids if i not in stored]
     if todo:
         # Not stored (``mindory embed --windows`` was not run): read them now, alike to the bit.
         rows = candidate_rows(conn, todo)
-        made = window_vectors([str(rows[i][2]) if i in rows else "" for i in todo], reader.embed)
-        stored.update(zip(todo, made, strict=True))
+        texts = [str(rows[i][2]) if i in rows else "" for i in todo]
+        stored.update(zip(todo, window_vectors(texts, reader.embed, cjk=reader.cjk), strict=True))
         warnings.append(
             f"rerank embedded the sentence windows of {len(todo)} hits now; "
             "mindory embed --windows stores them once (the stage then takes milliseconds)"
         )
-    question = embed_queries(reader, [query])[0]
-    scores = best_cosines(question, [stored[i] for i in ids])
+    scores = best_cosines(reader.question(query, read_as), [stored[i] for i in ids])
     movable = [f.id not in quoted and not apparatus.get(f.id) for f in head]
     order = rerank_order(list(range(len(head))), movable, scores)
     return [head[i] for i in order] + top[RERANK_DEPTH:]

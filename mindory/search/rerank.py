@@ -25,38 +25,49 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from mindory.search.embedders import embed_queries
+
 __all__ = [
+    "CJK_WINDOW_CHARS",
     "RERANK_DEPTH",
     "RERANK_WEIGHT",
     "WINDOW_CHARS",
+    "WindowReader",
     "best_cosines",
     "rerank_order",
     "sentence_windows",
-    "window_model",
+    "window_readers",
     "window_scores",
     "window_vectors",
-    "windows_key",
 ]
 
 RERANK_DEPTH = 10  # hits re-read (~70 windows: ~0.9 s a question on two cores)
 RERANK_WEIGHT = 1.0  # the best window's cosine, min–max over the hits, against the prior
 WINDOW_CHARS = 250  # a window grows by whole sentences while it stays below this
+# Chinese and Japanese say as much in fewer characters: their windows are shorter (one
+# width, chosen before measuring, not fitted on the questions).
+CJK_WINDOW_CHARS = 100
 
 # A sentence ends at . ! ? ; : and any closing quotes or brackets after it, before white
 # space, or at a line break; the next starts at the first character after that space.
 _BOUNDARY = re.compile(r"(?<=[.!?;:])[\"'”’)\]]*(\s+)|(\n+)")
+# In Chinese and Japanese: at 。！？； (or ! ? ;) and any closing quotes after it, with or
+# without white space, or at a line break.
+_CJK_BOUNDARY = re.compile(r"(?<=[。！？；!?;])[」』”’）)]*(\s*)|(\n+)")
 
 
-def sentences(text: str) -> list[tuple[int, int]]:
+def sentences(text: str, *, cjk: bool = False) -> list[tuple[int, int]]:
     """``[start, end)`` code-point spans of ``text``'s sentences, stripped of white space,
-    in order; a text without a boundary is one sentence."""
+    in order; a text without a boundary is one sentence. ``cjk``: Chinese and Japanese
+    sentence ends."""
     spans: list[tuple[int, int]] = []
     start = 0
-    for m in _BOUNDARY.finditer(text):
+    for m in (_CJK_BOUNDARY if cjk else _BOUNDARY).finditer(text):
         space = 1 if m.group(1) is not None else 2
         spans.append((start, m.start(space)))
         start = m.end(space)
@@ -72,12 +83,16 @@ def sentences(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def sentence_windows(text: str, width: int = WINDOW_CHARS) -> list[tuple[int, int]]:
+def sentence_windows(
+    text: str, width: int | None = None, *, cjk: bool = False
+) -> list[tuple[int, int]]:
     """``[start, end)`` spans of ``text`` to re-read: one from each sentence, taking the
     following sentences while the window stays within ``width`` characters (a longer
     sentence is a window alone), until a window reaches the text's last sentence. Every
-    sentence is in some window; a blank text has none."""
-    spans = sentences(text)
+    sentence is in some window; a blank text has none. ``width`` None: the script's."""
+    if width is None:
+        width = CJK_WINDOW_CHARS if cjk else WINDOW_CHARS
+    spans = sentences(text, cjk=cjk)
     out: list[tuple[int, int]] = []
     for i, (a, b) in enumerate(spans):
         j = i + 1
@@ -90,20 +105,47 @@ def sentence_windows(text: str, width: int = WINDOW_CHARS) -> list[tuple[int, in
     return out
 
 
-def window_model(model: Any) -> Any:
-    """The model that reads the windows of a Latin-script question's hits: the default
-    embedder's Latin half (MiniLM), else the library's model itself."""
-    return getattr(model, "latin_model", model)
+@dataclass(frozen=True)
+class WindowReader:
+    """How the hits of one script's questions are re-read: the window rule and the model.
+
+    ``key`` names both (``chunk_windows.windows_key``: stored windows are a function of
+    it and the chunk's text); ``embed`` reads windows (zero rows for what it does not
+    read); ``question`` reads a question (with the pipeline's ``read_as``)."""
+
+    key: str
+    cjk: bool
+    embed: Callable[[list[str]], np.ndarray]
+    question: Callable[[str, str | None], np.ndarray]
 
 
-def windows_key(model: Any) -> str:
-    """What a chunk's stored windows are a function of besides its text: the model that
-    read them and the window rule (``chunk_windows.windows_key``)."""
-    return f"{model.id}/windows-{WINDOW_CHARS}"
+def window_readers(model: Any) -> dict[str, WindowReader]:
+    """The readers a library's model offers: ``latin`` always — the default embedder's
+    Latin half (MiniLM), else the model itself; ``cjk`` when the model has a Chinese and
+    Japanese half (the default embedder's multilingual-e5)."""
+    latin = getattr(model, "latin_model", model)
+    readers = {
+        "latin": WindowReader(
+            key=f"{latin.id}/windows-{WINDOW_CHARS}",
+            cjk=False,
+            embed=latin.embed,
+            question=lambda q, _read_as: embed_queries(latin, [q])[0],
+        )
+    }
+    passages = getattr(model, "embed_cjk_passages", None)
+    question = getattr(model, "embed_cjk_question", None)
+    if passages is not None and question is not None:
+        readers["cjk"] = WindowReader(
+            key=f"{model.id}/cjk-windows-{CJK_WINDOW_CHARS}",
+            cjk=True,
+            embed=passages,
+            question=question,
+        )
+    return readers
 
 
 def window_vectors(
-    texts: Sequence[str], embed: Callable[[list[str]], np.ndarray]
+    texts: Sequence[str], embed: Callable[[list[str]], np.ndarray], *, cjk: bool = False
 ) -> list[np.ndarray]:
     """Each text's sentence windows embedded: a ``(count, dim)`` float16 array of unit
     rows, in window order, without the windows the model reads as nothing (a zero
@@ -112,7 +154,7 @@ def window_vectors(
     owners: list[int] = []
     windows: list[str] = []
     for n, text in enumerate(texts):
-        for a, b in sentence_windows(text):
+        for a, b in sentence_windows(text, cjk=cjk):
             owners.append(n)
             windows.append(text[a:b])
     if not windows:

@@ -164,7 +164,7 @@ class ScriptRoutedEmbedder:
     @property
     def latin_model(self) -> Any:
         """The Latin half's own model (MiniLM): what re-reads a Latin-script question's
-        hits sentence by sentence (:func:`mindory.search.rerank.window_model`)."""
+        hits sentence by sentence (:func:`mindory.search.rerank.window_readers`)."""
         return self._latin
 
     @property
@@ -229,6 +229,21 @@ class ScriptRoutedEmbedder:
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of questions (e5 reads them as queries)."""
         return self._route(texts, query=True)
+
+    def embed_cjk_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """e5's half alone (``HALF`` numbers) of the texts it reads, as passages, Chinese
+        folded to Simplified; a zero row for a text MiniLM would read — the second stage's
+        Chinese and Japanese windows (:mod:`mindory.search.rerank`)."""
+        out = np.zeros((len(texts), HALF), dtype=np.float32)
+        cjk = [i for i, t in enumerate(texts) if cjk_share(t) > CJK_LIMIT]
+        if cjk:
+            out[cjk] = self._cjk.embed([fold_chinese(texts[i]) for i in cjk])
+        return out
+
+    def embed_cjk_question(self, text: str, read_as: str | None) -> np.ndarray:
+        """e5's half of a question as the first stage read it (``read_as`` ``ja``: as
+        written; otherwise Chinese folded to Simplified)."""
+        return self.embed_query_as([text], "ja" if read_as == "ja" else "cjk")[0, HALF:]
 
     def embed_query_as(self, texts: Sequence[str], half: str) -> np.ndarray:
         """Vectors of questions read by one half's model whatever their script:

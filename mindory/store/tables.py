@@ -313,7 +313,7 @@ chunk_window_table = Table(
     _ref("chunk_id", "chunks.id", primary_key=True),
     # the model and window rule that made them (rerank.windows_key): another rule or
     # model is another row, never a mixed one
-    Column("windows_key", String(128), primary_key=True),
+    Column("windows_key", Text, primary_key=True),
     _required("count", Integer),
     _required("dim", Integer),
     # count × dim float16, little-endian, each row a unit vector (revision 0010); the

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mindory.cli import main
+from mindory.errors import MindoryError
 from mindory.library import Library
 from mindory.search.minilm import MiniLMEmbedder
 from mindory.search.rerank import (
@@ -22,22 +23,24 @@ from mindory.search.rerank import (
     rerank_order,
     sentence_windows,
     sentences,
-    window_model,
+    window_readers,
     window_scores,
     window_vectors,
-    windows_key,
 )
 from tests.conftest import SAMPLES
 from tests.pg import PgServer
 
 _TEXT = st.text(
-    alphabet=st.sampled_from(list("ab .!?;:\"'”)\n\t") + ["宋", "。", "é", "𠀀"]), max_size=120
+    alphabet=st.sampled_from(
+        list("ab .!?;:\"'”)\n\t") + ["宋", "。", "！", "」", "）", "é", "𠀀", "\u3000"]
+    ),
+    max_size=120,
 )
 
 
-@given(_TEXT)
-def test_sentences_are_stripped_spans_in_order(text: str) -> None:
-    spans = sentences(text)
+@given(_TEXT, st.booleans())
+def test_sentences_are_stripped_spans_in_order(text: str, cjk: bool) -> None:
+    spans = sentences(text, cjk=cjk)
     last = 0
     for a, b in spans:
         assert last <= a < b <= len(text)
@@ -48,10 +51,12 @@ def test_sentences_are_stripped_spans_in_order(text: str) -> None:
     assert all(text[i].isspace() for i in range(len(text)) if i not in covered)
 
 
-@given(_TEXT, st.integers(min_value=1, max_value=200))
-def test_windows_start_and_end_at_sentences_and_cover_them_all(text: str, width: int) -> None:
-    spans = sentences(text)
-    windows = sentence_windows(text, width)
+@given(_TEXT, st.integers(min_value=1, max_value=200), st.booleans())
+def test_windows_start_and_end_at_sentences_and_cover_them_all(
+    text: str, width: int, cjk: bool
+) -> None:
+    spans = sentences(text, cjk=cjk)
+    windows = sentence_windows(text, width, cjk=cjk)
     starts = {a for a, _ in spans}
     ends = {b for _, b in spans}
     for a, b in windows:
@@ -191,9 +196,9 @@ def test_fewer_hits_than_the_depth_are_the_first_of_the_reranked(lib: Library) -
 
 
 def test_rerank_says_when_it_does_not_apply(lib: Library) -> None:
-    chinese = lib.search("清兵入關", rerank=True)
+    chinese = lib.search("清兵入關", rerank=True)  # the hashed embedder has no e5 half
     assert "rerank" not in chinese.timings
-    assert any("Latin-script questions only" in w for w in chinese.warnings)
+    assert any("no Chinese and Japanese model" in w for w in chinese.warnings)
     vector = lib.search(QUESTION, mode="vector", rerank=True)
     assert any("rerank not applied" in w for w in vector.warnings)
     plain = lib.search("清兵入關")
@@ -255,11 +260,11 @@ def test_stored_windows_score_as_windows_made_at_question_time(
         # What is stored is what the model makes of the chunk's text now.
         from mindory.store.windows import stored_windows
 
-        model = window_model(library.embedder())
+        reader = window_readers(library.embedder())["latin"]
         with library.state.engine.connect() as conn:
             rows = conn.exec_driver_sql("SELECT id, text FROM chunks ORDER BY id LIMIT 5").all()
-            got = stored_windows(conn, windows_key(model), [r[0] for r in rows])
-        made = window_vectors([r[1] for r in rows], model.embed)
+            got = stored_windows(conn, reader.key, [r[0] for r in rows])
+        made = window_vectors([r[1] for r in rows], reader.embed)
         for (chunk_row, _), want in zip(rows, made, strict=True):
             assert got[chunk_row].tobytes() == want.tobytes()
 
@@ -314,3 +319,79 @@ def test_postgresql_keeps_and_reads_windows_as_sqlite_does(
     finally:
         pg_server.drop_database("rerank_windows")
     assert orders["postgresql"] == orders["sqlite"]
+
+
+def test_damaged_windows_are_named_not_scored(lib_path: Path, tmp_path: Path) -> None:
+    path = tmp_path / "damaged.sqlite"
+    path.write_bytes(lib_path.read_bytes())
+    with Library.open(path) as library:
+        library.embed(windows=True)
+        first = library.search(QUESTION, k=RERANK_DEPTH)
+        with library.state.writer.begin() as conn:
+            conn.exec_driver_sql(
+                "UPDATE chunk_windows SET vectors = substr(vectors, 1, 6) "
+                "WHERE count > 0 AND chunk_id = (SELECT id FROM chunks WHERE chunk_id = ?)",
+                (first.hits[0].chunk,),
+            )
+        report = library.verify()
+        assert any("sentence windows" in p and "1 chunk(s)" in p for p in report.problems)
+        with pytest.raises(MindoryError, match="wrong length.*mindory verify"):
+            library.search(QUESTION, k=RERANK_DEPTH, rerank=True)
+
+
+# ------------------------------------------------- Chinese and Japanese: e5's windows
+
+# Three short paragraphs written for this test; the second answers the question.
+CHINESE = (
+    "第一回\n\n"
+    + "村口有一棵老槐樹，夏天的時候大家都在樹下乘涼。" * 6
+    + "\n\n"
+    + "那年冬天，王婆把家裡的一匹白馬賣給了城裡的商人，換了三十兩銀子。" * 1
+    + "她用這筆錢替兒子娶了媳婦。\n\n"
+    + "河邊的水車日夜轉個不停，磨坊裡的麥子堆得像小山一樣。" * 6
+    + "\n"
+)
+
+
+def test_cjk_sentences_end_at_chinese_stops_and_keep_their_quotes() -> None:
+    text = "他說：「走吧。」我們就走了！\n第二天  下雨了"
+    assert [text[a:b] for a, b in sentences(text, cjk=True)] == [
+        "他說：「走吧。」",
+        "我們就走了！",
+        "第二天  下雨了",
+    ]
+    assert sentence_windows(text, cjk=True) == [(0, len(text))]  # all within 100
+
+
+def test_a_chinese_question_is_re_read_by_e5_windows_stored_or_not(tmp_path: Path) -> None:
+    book = tmp_path / "cun.txt"
+    book.write_text(CHINESE, encoding="utf-8")
+    question = "王婆的白馬賣了多少錢"
+    with Library.open(tmp_path / "zh.sqlite") as library:
+        assert library.import_book(book).status == "created"
+        library.embed("minilm+e5")
+        made = library.search(question, k=RERANK_DEPTH, rerank=True)
+        assert "rerank" in made.timings
+        assert [w for w in made.warnings if "embed --windows" in w] == list(made.warnings)
+        readers = window_readers(library.embedder())
+        assert set(readers) == {"latin", "cjk"}
+        done = library.embed(windows=True)
+        assert done.windows is not None
+        assert done.windows.windows_keys == (readers["cjk"].key, readers["latin"].key)
+        stored = library.search(question, k=RERANK_DEPTH, rerank=True)
+        assert not stored.warnings
+        assert [(h.chunk, h.locator) for h in stored.hits] == [
+            (h.chunk, h.locator) for h in made.hits
+        ]
+        assert "三十兩銀子" in str(stored.hits[0].locator.highlight)
+        # The same question in Simplified re-reads to the same order.
+        simplified = library.search("王婆的白马卖了多少钱", k=RERANK_DEPTH, rerank=True)
+        assert [h.chunk for h in simplified.hits] == [h.chunk for h in stored.hits]
+        with library.state.engine.connect() as conn:
+            counts = dict(
+                conn.exec_driver_sql(
+                    "SELECT windows_key, sum(count) FROM chunk_windows GROUP BY windows_key"
+                ).all()
+            )
+        # e5 read the Chinese windows; MiniLM read none of them (and ran on nothing).
+        assert counts[readers["cjk"].key] > 0 and counts[readers["latin"].key] == 0
