@@ -3,9 +3,10 @@
 A chunk's vector is one average over ~800 characters; a reader's question is usually
 answered by one or two sentences of it. The second stage cuts each of the first
 :data:`RERANK_DEPTH` hits into windows that start at a sentence and run to about
-:data:`WINDOW_CHARS` characters, embeds the windows with the library's own model (MiniLM
-for an English question: nothing to download, nothing new to install) and moves each
-hit by its best window's cosine to the question:
+:data:`WINDOW_CHARS` characters (:data:`CJK_WINDOW_CHARS` in Chinese and Japanese),
+embeds them with the library's own models (MiniLM for a Latin-script question, the
+default embedder's multilingual-e5 for a Chinese or Japanese one: nothing to download)
+and moves each hit by its best window's cosine to the question:
 
     score = (1 − i / n) + RERANK_WEIGHT × (best − lowest) / (highest − lowest)
 
@@ -13,12 +14,12 @@ for the hit at place ``i`` of the ``n`` re-read (the first stage's order is the 
 Quotes found word for word and apparatus keep their places; only the ids move, so every
 hit keeps the Locator the first stage computed for its chunk.
 
-Measured on the 183 English reader questions (docs/search.md): MRR@10 0.430 → 0.448,
-fold B +0.041, fold A −0.003 (its context questions lose); ~0.9 s a question on two
-cores. It does not earn being the default, so it is a named mode (``rerank=true``,
-``mindory search --rerank``), for Latin-script questions only: a Chinese or Japanese
-question is already read by the larger model (e5), and re-reading its windows with it
-costs seconds.
+The windows are embedded once by ``mindory embed --windows`` (``chunk_windows``, as
+float16 unit rows) and read back in milliseconds; without them the stage embeds them
+when the question comes (~0.9 s for English on two cores, ~10 s for Chinese), to the
+same bits. Measured in docs/search.md (English MRR@10 0.430 → 0.448, mixed held out;
+Chinese and Japanese gain on both folds): it is a named mode (``rerank=true``,
+``mindory search --rerank``), not the default.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ __all__ = [
     "window_vectors",
 ]
 
-RERANK_DEPTH = 10  # hits re-read (~70 windows: ~0.9 s a question on two cores)
+RERANK_DEPTH = 10  # hits re-read (~70 English windows, ~280 Chinese)
 RERANK_WEIGHT = 1.0  # the best window's cosine, min–max over the hits, against the prior
 WINDOW_CHARS = 250  # a window grows by whole sentences while it stays below this
 # Chinese and Japanese say as much in fewer characters: their windows are shorter (one
