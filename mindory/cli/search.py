@@ -47,6 +47,13 @@ if TYPE_CHECKING:
     help="Also embed each chunk's sentence windows once, so search --rerank reads them "
     "back in milliseconds (kept up to date from then on).",
 )
+@click.option(
+    "--cross-language",
+    is_flag=True,
+    default=None,
+    help="Also have multilingual-e5 read each Latin-script chunk, so a question in Chinese "
+    "or Japanese about such a book is found by meaning (kept up to date from then on).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def embed(
@@ -55,6 +62,7 @@ def embed(
     context_header: bool | None,
     batch: int,
     windows: bool | None,
+    cross_language: bool | None,
     as_json: bool,
 ) -> None:
     """Embed the chunks that have no vector yet (current derivations), then update the index."""
@@ -71,7 +79,7 @@ def embed(
     # Not a terminal (a log, a pipe, --json): lines now and then instead of a bar that
     # draws nothing there for the whole run.
     lines = None if show else ProgressLines("embedded", "chunks")
-    window_lines = None if show else ProgressLines("embedded the sentence windows of", "chunks")
+    window_lines = None if show else ProgressLines("embedded the windows of", "chunks")
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -88,7 +96,7 @@ def embed(
             log = window_lines if phase == "windows" else lines
             if log is not None:
                 log(done, total)
-            name = "sentence windows" if phase == "windows" else "embedding"
+            name = "windows" if phase == "windows" else "embedding"
             progress.update(task, completed=done, total=total, description=name)
 
         result = lib.embed(
@@ -97,6 +105,7 @@ def embed(
             batch_size=batch,
             progress=report,
             windows=windows or None,
+            cross_language=cross_language or None,
         )
     if as_json:
         print_json(result.to_json())
@@ -114,7 +123,7 @@ def embed(
     if result.windows is not None:
         w = result.windows
         console().print(
-            f"sentence windows: {w.windows} for {w.chunks} chunk(s) in {w.seconds:.2f} s "
+            f"windows: {w.windows} for {w.chunks} chunk(s) in {w.seconds:.2f} s "
             f"({', '.join(w.windows_keys)})",
             highlight=False,
         )

@@ -145,9 +145,10 @@ class Library(ReadingStateMethods):
         rerank: bool = False,
     ) -> SearchResult:
         """The ``k`` best chunks for ``query``, each with its Locator and word matches
-        (:func:`mindory.search.pipeline.search`); ``rerank`` re-reads the first hits of a
-        Latin-script question sentence by sentence (a named mode, :mod:`mindory.search.rerank`). Its ``timings`` start with
-        ``imports``: loading the search code, on the first search of a process only."""
+        (:func:`mindory.search.pipeline.search`); ``rerank`` re-reads the first hits
+        sentence by sentence (a named mode, :mod:`mindory.search.rerank`). Its ``timings``
+        start with ``imports``: loading the search code, on the first search of a process
+        only."""
         from dataclasses import replace
         from time import perf_counter
 
@@ -368,13 +369,16 @@ class Library(ReadingStateMethods):
         progress: ProgressFn | None = None,
         update_index: bool = True,
         windows: bool | None = None,
+        cross_language: bool | None = None,
     ) -> EmbedResult:
         """Embed the chunks of every book's current derivation that have no vector yet in this
         embedding (embedder + context-header flag), in batches, one transaction each; the
         embedding becomes the current one. Then the vector index is brought up to date
         (``update_index``). ``windows`` True also embeds each chunk's sentence windows once,
         so ``search(rerank=True)`` reads them back instead of embedding them per question;
-        None keeps them up to date where the library keeps them."""
+        None keeps them up to date where the library keeps them. ``cross_language`` True
+        has e5 read every Latin-script chunk too, so a question in Chinese or Japanese
+        about such a book has a vector part (:mod:`mindory.search.across`); None alike."""
         from mindory.library import vectors
 
         return vectors.embed(
@@ -385,6 +389,7 @@ class Library(ReadingStateMethods):
             progress=progress,
             update_index=update_index,
             windows=windows,
+            cross_language=cross_language,
         )
 
     def index(self, *, rebuild: bool = False) -> IndexInfo:

@@ -24,7 +24,7 @@ from mindory.library.records import (
     no_progress,
 )
 from mindory.library.state import State
-from mindory.library.windows import embed_windows, keeps_windows
+from mindory.library.windows import ACROSS, RERANK, embed_windows, keeps_windows
 from mindory.search.embedders import (
     Embedder,
     HashedNgramEmbedder,
@@ -115,6 +115,7 @@ def embed(
     update_index: bool = True,
     book: str | None = None,
     windows: bool | None = None,
+    cross_language: bool | None = None,
 ) -> EmbedResult:
     """Embed the chunks of every book's current derivation that have no vector yet
     in this embedding (embedder + context-header flag), in batches, one transaction
@@ -125,6 +126,8 @@ def embed(
     ``context_header`` None keeps the current embedding's flag (else off).
     ``windows`` True also embeds each chunk's sentence windows for the second stage
     (:mod:`mindory.library.windows`); None does so when the library keeps them already.
+    ``cross_language`` True also has e5 read each Latin-script chunk for questions in
+    Chinese and Japanese (:mod:`mindory.search.across`); None likewise keeps it up to date.
     """
     report = progress or no_progress
     t0 = perf_counter()
@@ -253,8 +256,14 @@ def embed(
         report("embed", done, total_missing)
     report("embed", total_missing, total_missing)
     windowed: WindowsResult | None = None
-    if windows or (windows is None and keeps_windows(st)):
-        windowed = embed_windows(st, progress=progress, book=book)
+    kept = keeps_windows(st) if windows is None or cross_language is None else frozenset()
+    kinds = [
+        kind
+        for kind, asked in ((RERANK, windows), (ACROSS, cross_language))
+        if asked or (asked is None and kind in kept)
+    ]
+    if kinds:
+        windowed = embed_windows(st, progress=progress, book=book, kinds=kinds)
     index_info: IndexInfo | None = None
     if update_index:
         index_info = index(st)

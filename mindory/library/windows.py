@@ -1,4 +1,5 @@
-"""Sentence windows for the second stage, embedded once (``mindory embed --windows``).
+"""Sentence windows for the second stage, embedded once (``mindory embed --windows``), and
+the cross-language reading of Latin-script chunks (``--cross-language``).
 
 The rerank mode re-reads a Latin-script question's first hits one sentence window at a
 time (:mod:`mindory.search.rerank`). Embedding those windows when the question comes
@@ -9,6 +10,7 @@ milliseconds. A library that keeps windows keeps them up to date: every later ``
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from time import perf_counter
 
 from sqlalchemy import select
@@ -16,7 +18,14 @@ from sqlalchemy import select
 from mindory.errors import MindoryError
 from mindory.library.records import ProgressFn, WindowsResult, no_progress
 from mindory.library.state import State
-from mindory.search.rerank import WindowReader, window_readers, window_vectors
+from mindory.search.across import ACROSS_RULE, across_reader
+from mindory.search.rerank import (
+    CJK_WINDOW_CHARS,
+    WINDOW_CHARS,
+    WindowReader,
+    window_readers,
+    window_vectors,
+)
 from mindory.store.models import BookRow
 from mindory.store.vectors import current_embedding_state
 from mindory.store.windows import (
@@ -26,39 +35,67 @@ from mindory.store.windows import (
     store_windows,
 )
 
-__all__ = ["WINDOWS_BATCH", "embed_windows", "keeps_windows"]
+__all__ = ["ACROSS", "RERANK", "WINDOWS_BATCH", "embed_windows", "keeps_windows"]
 
 WINDOWS_BATCH = 64  # chunks (~450 windows) per embed call and per transaction
+RERANK_RULES = (f"windows-{WINDOW_CHARS}", f"cjk-windows-{CJK_WINDOW_CHARS}")
 
 
-def _readers(st: State) -> list[WindowReader]:
+# What a library can keep: the second stage's sentence windows (``--windows``: one
+# reader per script) and the cross-language reading (``--cross-language``).
+RERANK = "rerank"
+ACROSS = "across"
+
+
+def _readers(st: State, kinds: Collection[str]) -> list[WindowReader]:
     with st.engine.connect() as conn:
         current = current_embedding_state(conn)
     if current is None:
         raise MindoryError("no vectors yet: run mindory embed first")
-    readers = window_readers(st.embedder(current.spec))
-    return [readers[name] for name in sorted(readers)]
+    model = st.embedder(current.spec)
+    out: list[WindowReader] = []
+    if RERANK in kinds:
+        readers = window_readers(model)
+        out += [readers[name] for name in sorted(readers)]
+    if ACROSS in kinds:
+        across = across_reader(model)
+        if across is None:
+            raise MindoryError(
+                f"the embedder {current.spec!r} has no multilingual model to read books "
+                "across languages (the default minilm+e5 has)"
+            )
+        out.append(across)
+    return out
 
 
-def keeps_windows(st: State) -> bool:
-    """Whether the library keeps sentence windows (``mindory embed --windows`` was run):
-    then every later embedding adds the windows of the chunks it adds. Asked of the
-    table alone, so an embedding that needs no windows loads no model for them."""
+def keeps_windows(st: State) -> frozenset[str]:
+    """What the library keeps (``mindory embed --windows``, ``--cross-language`` were
+    run): every later embedding adds the same for the chunks it adds. Asked of the
+    table alone, so an embedding that needs none loads no model for them."""
     with st.engine.connect() as conn:
-        return has_windows(conn)
+        if not has_windows(conn):
+            return frozenset()
+        across = has_windows(conn, rule=ACROSS_RULE)
+        rerank = any(has_windows(conn, rule=r) for r in RERANK_RULES)
+    return frozenset(k for k, kept in ((RERANK, rerank), (ACROSS, across)) if kept)
 
 
 def embed_windows(
-    st: State, *, progress: ProgressFn | None = None, book: str | None = None
+    st: State,
+    *,
+    progress: ProgressFn | None = None,
+    book: str | None = None,
+    kinds: Collection[str] = (RERANK,),
 ) -> WindowsResult:
-    """Embed the sentence windows of every current chunk that has none yet, with each
-    reader the current embedding's model offers (Latin script; Chinese and Japanese),
-    ``book`` (a SHA-256): only that book's; a batch per transaction, so an interrupted
-    run keeps what it finished. A chunk another reader reads is stored with no windows
-    (and costs that reader no model run)."""
+    """Embed the windows of every current chunk that has none yet, with each reader of
+    ``kinds`` the current embedding's model offers (:data:`RERANK`: sentence windows for
+    Latin script, and for Chinese and Japanese; :data:`ACROSS`: e5's reading of each
+    Latin-script chunk). ``book`` (a SHA-256): only that book's; a batch per
+    transaction, so an interrupted run keeps what it finished. A chunk another reader
+    reads is stored with no windows (and costs that reader no model run)."""
     report = progress or no_progress
     t0 = perf_counter()
-    readers = _readers(st)
+    readers = _readers(st, kinds)
     book_id: int | None = None
     if book is not None:
         with st.read() as s:
@@ -79,7 +116,9 @@ def embed_windows(
                 )
             if not rows:
                 break
-            per_chunk = window_vectors([t for _, t in rows], reader.embed, cjk=reader.cjk)
+            per_chunk = window_vectors(
+                [t for _, t in rows], reader.embed, cjk=reader.cjk, whole=reader.whole
+            )
             made = {i: v for (i, _), v in zip(rows, per_chunk, strict=True)}
             with st.writer.begin() as conn:
                 store_windows(conn, reader.key, made)

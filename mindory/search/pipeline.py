@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 
 from mindory.errors import MindoryError
 from mindory.reading.locate import DEFAULT_PAGE_SIZE
+from mindory.search.across import across_list, across_reader
 from mindory.search.analysis import QueryTerms, analyze
 from mindory.search.embedders import Embedder, embed_queries
 from mindory.search.fusion import CANDIDATES, Fused, floored_lists, fuse, rrf, weights_for
@@ -50,7 +51,7 @@ from mindory.store.vectors import (
     current_embedding_state,
     database_indexes_vectors,
 )
-from mindory.store.windows import stored_windows
+from mindory.store.windows import single_windows_in_scope, stored_windows
 
 # What only some searches need is imported where they need it: the vector index (FAISS,
 # 50–90 ms) by the vector half, the ORM (~0.2 s) by a search restricted to a book.
@@ -115,8 +116,10 @@ def search(
     ordinal; needs ``book``) restrict the search. Hybrid search without vectors is
     lexical search with a warning. Apparatus (contents pages, licences) ranks after the
     body; one text found in several books comes back once (:mod:`mindory.search.structure`).
-    ``rerank``: the first hits of a Latin-script question are re-read sentence by
-    sentence (:mod:`mindory.search.rerank`; a named mode, ~1 s).
+    ``rerank``: the first hits are re-read sentence by sentence
+    (:mod:`mindory.search.rerank`; a named mode: milliseconds with the windows stored).
+    A Chinese or Japanese question over Latin-script books only meets e5's stored
+    reading of their chunks (:mod:`mindory.search.across`).
     """
     if mode not in SEARCH_MODES:
         raise MindoryError(f"unknown search mode {mode!r}: use hybrid, vector or lexical")
@@ -162,6 +165,10 @@ def search(
         if query_language == "latin" and set(languages) <= {"zh", "ja"}:
             read_as = "cjk"
             query_language = "ja" if set(languages) == {"ja"} else "zh"
+        elif query_language in ("zh", "ja") and in_scope and not set(languages) & {"zh", "ja"}:
+            # The other way: a Chinese or Japanese question over Latin-script books only
+            # meets e5's reading of their chunks, stored by embed --cross-language.
+            read_as = "across"
         elif query_language == "ja":
             read_as = "ja"  # as written: a kanji-only question is not folded to Chinese
         vector_part: Future[list[tuple[int, float]]] | None = None
@@ -171,6 +178,10 @@ def search(
                 if mode == "vector":
                     raise MindoryError("no vectors yet: run mindory embed first")
                 warnings.append("no vectors yet (run mindory embed): lexical results only")
+            elif read_as == "across":
+                lists["vector"] = _across_vectors(
+                    sv, conn, embedding, terms.query, query_language, n, filters, timings, warnings
+                )
             elif mode != "vector" and not terms.empty:
                 # FAISS and SQLite both release the GIL: the vector search runs on a
                 # worker thread (its own connection) while this one searches text.
@@ -366,8 +377,14 @@ def _rerank_reader(
     """What re-reads this question's hits in the second stage: the Latin-script reader for
     a Latin-script question read as one, else the Chinese and Japanese one; None (and a
     warning that says why) when the stage cannot run."""
-    if mode == "vector" or embedding is None:
-        why = "it needs vectors" if embedding is None else "vector mode is the model's own list"
+    if mode == "vector" or embedding is None or read_as in ("across", "cjk"):
+        why = (
+            "it needs vectors"
+            if embedding is None
+            else "vector mode is the model's own list"
+            if mode == "vector"
+            else "a question across languages is not re-read (docs/search.md)"
+        )
         warnings.append(f"rerank not applied: {why}")
         return None
     readers = window_readers(sv.embedder(embedding.spec))
@@ -410,6 +427,48 @@ def _reranked(
     movable = [f.id not in quoted and not apparatus.get(f.id) for f in head]
     order = rerank_order(list(range(len(head))), movable, scores)
     return [head[i] for i in order] + top[RERANK_DEPTH:]
+
+
+def _across_vectors(
+    sv: SearchServices,
+    conn: Connection,
+    embedding: EmbeddingState,
+    query: str,
+    query_language: str,
+    n: int,
+    filters: Filters,
+    timings: dict[str, float],
+    warnings: list[str],
+) -> list[tuple[int, float]]:
+    """The vector list of a Chinese or Japanese question over Latin-script books: e5's
+    reading of the question against its stored reading of the chunks in scope
+    (:mod:`mindory.search.across`); empty, with a warning that says why, without them."""
+    t = perf_counter()
+    reader = across_reader(sv.embedder(embedding.spec))
+    if reader is not None:
+        ids, rows = single_windows_in_scope(
+            conn, reader.key, book_id=filters.book_id, section_id=filters.section_id
+        )
+    else:
+        ids, rows = np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float16)
+    timings["index"] = 1000 * (perf_counter() - t)
+    if len(ids) == 0:
+        warnings.append(
+            "a Chinese or Japanese question about books in a Latin script is found by its "
+            "words only until mindory embed --cross-language has e5 read those books"
+            if reader is not None
+            else "the library's embedder reads no language across scripts: this question "
+            "is found by its words only (the default minilm+e5 can)"
+        )
+        return []
+    assert reader is not None
+    t = perf_counter()
+    question = reader.question(query, "ja" if query_language == "ja" else None)
+    timings["embed"] = 1000 * (perf_counter() - t)
+    t = perf_counter()
+    found = across_list(question, ids, rows, n)
+    timings["vector"] = 1000 * (perf_counter() - t)
+    return found
 
 
 def trigram_list(

@@ -45,6 +45,7 @@ __all__ = [
     "window_readers",
     "window_scores",
     "window_vectors",
+    "whole_window",
 ]
 
 RERANK_DEPTH = 10  # hits re-read (~70 English windows, ~280 Chinese)
@@ -118,6 +119,7 @@ class WindowReader:
     cjk: bool
     embed: Callable[[list[str]], np.ndarray]
     question: Callable[[str, str | None], np.ndarray]
+    whole: bool = False  # one window, the whole chunk (the cross-language reading)
 
 
 def window_readers(model: Any) -> dict[str, WindowReader]:
@@ -145,17 +147,28 @@ def window_readers(model: Any) -> dict[str, WindowReader]:
     return readers
 
 
+def whole_window(text: str) -> list[tuple[int, int]]:
+    """The text as one window, stripped of white space; a blank text has none."""
+    start, end = len(text) - len(text.lstrip()), len(text.rstrip())
+    return [(start, end)] if end > start else []
+
+
 def window_vectors(
-    texts: Sequence[str], embed: Callable[[list[str]], np.ndarray], *, cjk: bool = False
+    texts: Sequence[str],
+    embed: Callable[[list[str]], np.ndarray],
+    *,
+    cjk: bool = False,
+    whole: bool = False,
 ) -> list[np.ndarray]:
-    """Each text's sentence windows embedded: a ``(count, dim)`` float16 array of unit
-    rows, in window order, without the windows the model reads as nothing (a zero
-    vector: blank, or another script's). Stored as they are (``mindory embed
-    --windows``) or made at question time, they score alike, to the bit."""
+    """Each text's sentence windows (``whole``: the text as one window) embedded: a
+    ``(count, dim)`` float16 array of unit rows, in window order, without the windows
+    the model reads as nothing (a zero vector: blank, or another script's). Stored as
+    they are (``mindory embed --windows``) or made at question time, they score alike,
+    to the bit."""
     owners: list[int] = []
     windows: list[str] = []
     for n, text in enumerate(texts):
-        for a, b in sentence_windows(text, cjk=cjk):
+        for a, b in whole_window(text) if whole else sentence_windows(text, cjk=cjk):
             owners.append(n)
             windows.append(text[a:b])
     if not windows:

@@ -240,6 +240,17 @@ class ScriptRoutedEmbedder:
             out[cjk] = self._cjk.embed([fold_chinese(texts[i]) for i in cjk])
         return out
 
+    def embed_across(self, texts: Sequence[str]) -> np.ndarray:
+        """e5's half alone (``HALF`` numbers) of the texts MiniLM reads (Latin script), as
+        passages; a zero row for a Chinese or Japanese text, whose vector e5 made
+        already — the reading a Chinese or Japanese question about a Latin-script book
+        meets (:mod:`mindory.search.across`)."""
+        out = np.zeros((len(texts), HALF), dtype=np.float32)
+        latin = [i for i, t in enumerate(texts) if cjk_share(t) <= CJK_LIMIT and t.strip()]
+        if latin:
+            out[latin] = self._cjk.embed([texts[i] for i in latin])
+        return out
+
     def embed_cjk_question(self, text: str, read_as: str | None) -> np.ndarray:
         """e5's half of a question as the first stage read it (``read_as`` ``ja``: as
         written; otherwise Chinese folded to Simplified)."""
