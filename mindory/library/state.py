@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
@@ -22,6 +22,7 @@ from mindory.store.engine import DEFAULT_BUSY_TIMEOUT_MS, make_engine
 from mindory.store.tables import FTS_TABLE
 
 if TYPE_CHECKING:
+    import numpy as np
     from sqlalchemy.orm import Session
 
     from mindory.library.resources import Resources
@@ -63,6 +64,9 @@ class State:
         self._has_fts: bool | None = None
         self._words_missing: tuple[tuple[int, ...], int] | None = None
         self._languages: tuple[tuple[int, ...], dict[int, str]] | None = None
+        self._single_windows: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = (
+            OrderedDict()
+        )
         self._aux: Engine | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -176,6 +180,39 @@ class State:
         self._languages = (key, languages)
         return languages
 
+    def single_windows(
+        self,
+        conn: Connection,
+        windows_key: str,
+        book_id: int | None,
+        section_id: int | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`mindory.store.windows.single_windows_in_scope`, remembered for the last
+        :data:`SINGLE_WINDOWS_SCOPES` scopes until the current chunks or the stored windows
+        change (their count: rows are only added, or deleted with their chunks): a
+        question across languages over a 12,000-chunk book would read ~10 MB of rows."""
+        from mindory.store.fts import current_derivations
+        from mindory.store.windows import count_windows, single_windows_in_scope
+
+        key = (windows_key, book_id, section_id, current_derivations(conn), count_windows(conn))
+        with self.lock:
+            found = self._single_windows.get(key)
+            if found is not None:
+                self._single_windows.move_to_end(key)
+                return found
+        ids, rows = single_windows_in_scope(
+            conn, windows_key, book_id=book_id, section_id=section_id
+        )
+        # Kept as float32 (the same values: every float16 is one), so a question does not
+        # widen ~5 million numbers each time.
+        found = (ids, rows.astype("float32"))
+        found[1].flags.writeable = False
+        with self.lock:
+            self._single_windows[key] = found
+            while len(self._single_windows) > SINGLE_WINDOWS_SCOPES:
+                self._single_windows.popitem(last=False)
+        return found
+
     # ------------------------------------------------------------------ search parts
 
     @property
@@ -269,6 +306,7 @@ class State:
             has_fts=self.has_fts,
             words_missing=self.words_missing,
             book_languages=self.book_languages,
+            single_windows=self.single_windows,
             word_postings=self.word_postings,
             has_word_index=self.has_word_index,
         )
@@ -284,6 +322,7 @@ class State:
 
 
 TEXT_CACHE_ENTRIES = 512
+SINGLE_WINDOWS_SCOPES = 8  # books (or sections) whose cross-language rows stay in memory
 
 
 TEXT_CACHE_CHARS = 32_000_000

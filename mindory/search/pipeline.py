@@ -92,6 +92,11 @@ class SearchServices:
         [Connection, list[str], int, Filters], list[tuple[int, float]] | None
     ] = lambda conn, terms, limit, filters: None
     has_word_index: Callable[[Connection], bool] | None = None  # (cached by the library)
+    # Stored one-window rows in a scope (store.windows.single_windows_in_scope), cached
+    # by the library: (conn, windows key, book id, section id) → (row ids, matrix).
+    single_windows: (
+        Callable[[Connection, str, int | None, int | None], tuple[np.ndarray, np.ndarray]] | None
+    ) = None
 
 
 def search(
@@ -178,10 +183,6 @@ def search(
                 if mode == "vector":
                     raise MindoryError("no vectors yet: run mindory embed first")
                 warnings.append("no vectors yet (run mindory embed): lexical results only")
-            elif read_as == "across":
-                lists["vector"] = _across_vectors(
-                    sv, conn, embedding, terms.query, query_language, n, filters, timings, warnings
-                )
             elif mode != "vector" and not terms.empty:
                 # FAISS and SQLite both release the GIL: the vector search runs on a
                 # worker thread (its own connection) while this one searches text.
@@ -243,6 +244,15 @@ def search(
             t = perf_counter()
             lists["vector"] = vector_part.result()
             timings["wait"] = 1000 * (perf_counter() - t)  # what the vector thread adds
+        across_missing = timings.pop("across_missing", 0.0)
+        if across_missing:
+            warnings.append(
+                "a Chinese or Japanese question about books in a Latin script is found by "
+                "its words only until mindory embed --cross-language has e5 read those books"
+                if across_missing == 1.0
+                else "the library's embedder reads no language across scripts: this question "
+                "is found by its words only (the default minilm+e5 can)"
+            )
         if timings.pop("earlier_rule", 0.0):
             warnings.append(
                 "the vectors were made before Chinese was read in Simplified: run mindory "
@@ -434,36 +444,32 @@ def _across_vectors(
     conn: Connection,
     embedding: EmbeddingState,
     query: str,
-    query_language: str,
     n: int,
     filters: Filters,
     timings: dict[str, float],
-    warnings: list[str],
 ) -> list[tuple[int, float]]:
     """The vector list of a Chinese or Japanese question over Latin-script books: e5's
     reading of the question against its stored reading of the chunks in scope
-    (:mod:`mindory.search.across`); empty, with a warning that says why, without them."""
+    (:mod:`mindory.search.across`). Without them it is empty, and
+    ``timings["across_missing"]`` says why (1: not stored; 2: no model to read them) for
+    the caller's warning."""
     t = perf_counter()
     reader = across_reader(sv.embedder(embedding.spec))
-    if reader is not None:
+    if reader is None:
+        timings["across_missing"] = 2.0
+        return []
+    if sv.single_windows is not None:
+        ids, rows = sv.single_windows(conn, reader.key, filters.book_id, filters.section_id)
+    else:
         ids, rows = single_windows_in_scope(
             conn, reader.key, book_id=filters.book_id, section_id=filters.section_id
         )
-    else:
-        ids, rows = np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float16)
     timings["index"] = 1000 * (perf_counter() - t)
     if len(ids) == 0:
-        warnings.append(
-            "a Chinese or Japanese question about books in a Latin script is found by its "
-            "words only until mindory embed --cross-language has e5 read those books"
-            if reader is not None
-            else "the library's embedder reads no language across scripts: this question "
-            "is found by its words only (the default minilm+e5 can)"
-        )
+        timings["across_missing"] = 1.0
         return []
-    assert reader is not None
     t = perf_counter()
-    question = reader.question(query, "ja" if query_language == "ja" else None)
+    question = reader.question(query, "ja" if has_kana(query) else None)
     timings["embed"] = 1000 * (perf_counter() - t)
     t = perf_counter()
     found = across_list(question, ids, rows, n)
@@ -560,7 +566,10 @@ def vector_search(
     """``(chunk row id, cosine)`` of the ``n`` nearest chunks to the query's vector.
     ``read_as="cjk"``: a routed embedder reads the question with its Chinese and
     Japanese model whatever its script (:meth:`~mindory.search.routed.
-    ScriptRoutedEmbedder.embed_query_as`); other embedders ignore it."""
+    ScriptRoutedEmbedder.embed_query_as`); other embedders ignore it. ``read_as="across"``:
+    a Chinese or Japanese question over Latin-script books (:func:`_across_vectors`)."""
+    if read_as == "across":
+        return _across_vectors(sv, conn, embedding, query, n, filters, timings)
     t = perf_counter()
     emb = sv.embedder(embedding.spec)
     if emb.id != embedding.embedder_id:

@@ -19,6 +19,7 @@ from mindory.store.tables import chunk_table, chunk_window_table, derivation_tab
 
 __all__ = [
     "chunks_without_windows",
+    "count_windows",
     "count_chunks_without_windows",
     "has_windows",
     "store_windows",
@@ -98,6 +99,12 @@ def single_windows_in_scope(
     ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
     matrix = np.frombuffer(b"".join(bytes(r[2]) for r in rows), dtype="<f2")
     return ids, matrix.reshape(len(rows), dim)
+
+
+def count_windows(conn: Connection) -> int:
+    """How many rows ``chunk_windows`` holds (rows are only added, or deleted with their
+    chunks: with the current derivations, a cheap sign that stored windows changed)."""
+    return int(conn.execute(select(func.count()).select_from(chunk_window_table)).scalar() or 0)
 
 
 def has_windows(
