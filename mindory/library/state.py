@@ -188,9 +188,10 @@ class State:
         section_id: int | None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """:func:`mindory.store.windows.single_windows_in_scope`, remembered for the last
-        :data:`SINGLE_WINDOWS_SCOPES` scopes until the current chunks or the stored windows
-        change (their count: rows are only added, or deleted with their chunks): a
-        question across languages over a 12,000-chunk book would read ~10 MB of rows."""
+        :data:`SINGLE_WINDOWS_SCOPES` scopes (within :data:`SINGLE_WINDOWS_BYTES`) until the
+        current chunks or the stored windows change (their count: rows are only added, or
+        deleted with their chunks): a question across languages over a 12,000-chunk book
+        would read ~10 MB of rows each time."""
         from mindory.store.fts import current_derivations
         from mindory.store.windows import count_windows, single_windows_in_scope
 
@@ -207,9 +208,13 @@ class State:
         # widen ~5 million numbers each time.
         found = (ids, rows.astype("float32"))
         found[1].flags.writeable = False
+        if found[1].nbytes > SINGLE_WINDOWS_BYTES:
+            return found  # a scope this large is read each time, never held
         with self.lock:
             self._single_windows[key] = found
-            while len(self._single_windows) > SINGLE_WINDOWS_SCOPES:
+            while len(self._single_windows) > SINGLE_WINDOWS_SCOPES or (
+                sum(r.nbytes for _, r in self._single_windows.values()) > SINGLE_WINDOWS_BYTES
+            ):
                 self._single_windows.popitem(last=False)
         return found
 
@@ -322,7 +327,10 @@ class State:
 
 
 TEXT_CACHE_ENTRIES = 512
-SINGLE_WINDOWS_SCOPES = 8  # books (or sections) whose cross-language rows stay in memory
+# Books (or sections) whose cross-language rows stay in memory, and their bound in bytes
+# (Pepys's 12,758 rows are 19.6 MB as float32).
+SINGLE_WINDOWS_SCOPES = 8
+SINGLE_WINDOWS_BYTES = 64 * 1024 * 1024
 
 
 TEXT_CACHE_CHARS = 32_000_000

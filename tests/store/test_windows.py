@@ -3,6 +3,8 @@ by book and section, and asked for by rule."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from mindory.library import Library
@@ -56,3 +58,26 @@ def test_windows_read_back_by_scope_on_either_backend(db_url: str) -> None:
         assert ids.tolist() == wanted[name], name
         assert matrix.tobytes() == b"".join(made[i].tobytes() for i in wanted[name])
     assert len(nothing[0]) == 0
+
+
+def test_the_library_remembers_a_scope_until_its_windows_change(tmp_path: Path) -> None:
+    with Library.open(tmp_path / "lib.sqlite") as library:
+        library.import_book(SAMPLES / "wasteland.epub", embed=False)
+        st = library.state
+        with st.engine.connect() as conn:
+            ids = [int(i) for i in conn.exec_driver_sql("SELECT id FROM chunks").scalars()]
+        one = {i: np.full((1, 4), 0.5, dtype=np.float16) for i in ids[:3]}
+        with st.writer.begin() as conn:
+            store_windows(conn, "m/across-e5", one)
+        with st.engine.connect() as conn:
+            first = st.single_windows(conn, "m/across-e5", None, None)
+            again = st.single_windows(conn, "m/across-e5", None, None)
+        assert again[1] is first[1]  # remembered
+        assert first[0].tolist() == ids[:3] and first[1].dtype == np.float32
+        assert not first[1].flags.writeable
+        with st.writer.begin() as conn:
+            store_windows(conn, "m/across-e5", {ids[3]: np.ones((1, 4), dtype=np.float16)})
+        with st.engine.connect() as conn:
+            later = st.single_windows(conn, "m/across-e5", None, None)
+        assert later[0].tolist() == ids[:4]  # the new row is seen at once
+        assert later[1][3].tolist() == [1.0] * 4 and later[1][0].tolist() == [0.5] * 4
