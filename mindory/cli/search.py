@@ -238,8 +238,8 @@ def _place_of(loc: Any) -> str:
 @click.option(
     "--rerank",
     is_flag=True,
-    help="Re-read the first 10 hits of an English (Latin-script) question sentence by "
-    "sentence: a second stage, ~1 s on two cores (docs/search.md).",
+    help="Re-read the first 10 hits sentence by sentence (a second stage): milliseconds "
+    "once embed --windows has stored the windows, ~1-10 s without (docs/search.md).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option(

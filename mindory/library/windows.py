@@ -1,11 +1,13 @@
 """Sentence windows for the second stage, embedded once (``mindory embed --windows``), and
 the cross-language reading of Latin-script chunks (``--cross-language``).
 
-The rerank mode re-reads a Latin-script question's first hits one sentence window at a
-time (:mod:`mindory.search.rerank`). Embedding those windows when the question comes
-costs ~0.9 s on two cores; embedded here once per chunk, the stage reads them back in
-milliseconds. A library that keeps windows keeps them up to date: every later ``embed``
-(and so every import) adds the windows of the chunks it adds.
+The rerank mode re-reads a question's first hits one sentence window at a time
+(:mod:`mindory.search.rerank`). Embedding those windows when the question comes costs
+~0.9 s (English) to ~10 s (Chinese) on two cores; embedded here once per chunk, the stage
+reads them back in milliseconds. A Chinese or Japanese question about a Latin-script book
+meets e5's reading of its chunks, made here too (:mod:`mindory.search.across`). A library
+that keeps either keeps it up to date: every later ``embed`` (and so every import) adds
+them for the chunks it adds.
 """
 
 from __future__ import annotations

@@ -100,8 +100,9 @@ def add_routes(api: APIRouter, ctx: ServerContext) -> None:
         rerank: Annotated[
             bool,
             Query(
-                description="Re-read the first 10 hits of a Latin-script question sentence "
-                "by sentence (a second stage, ~1 s on two cores; docs/search.md)."
+                description="Re-read the first 10 hits sentence by sentence (a second "
+                "stage): milliseconds once `mindory embed --windows` has stored the windows, "
+                "~1-10 s without (docs/search.md)."
             ),
         ] = False,
     ) -> JSONResponse:
