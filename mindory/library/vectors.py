@@ -24,7 +24,7 @@ from mindory.library.records import (
     no_progress,
 )
 from mindory.library.state import State
-from mindory.library.windows import ACROSS, RERANK, embed_windows, keeps_windows
+from mindory.library.windows import ACROSS, RERANK, embed_windows, keeps_windows, reader_across
 from mindory.search.embedders import (
     Embedder,
     HashedNgramEmbedder,
@@ -142,6 +142,8 @@ def embed(
         emb = embedder
         spec = spec_of(emb)
         st.embedders[spec] = emb  # this process searches with this very object
+    if cross_language:
+        reader_across(emb, spec)  # refused before anything is written
     if context_header is None:
         context_header = bool(current.context_header) if current is not None else False
     fingerprint = embedding_fingerprint(emb.id, context_header)

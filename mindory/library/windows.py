@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from time import perf_counter
+from typing import Any
 
 from sqlalchemy import select
 
@@ -37,7 +38,7 @@ from mindory.store.windows import (
     store_windows,
 )
 
-__all__ = ["ACROSS", "RERANK", "WINDOWS_BATCH", "embed_windows", "keeps_windows"]
+__all__ = ["ACROSS", "RERANK", "WINDOWS_BATCH", "embed_windows", "keeps_windows", "reader_across"]
 
 WINDOWS_BATCH = 64  # chunks (~450 windows) per embed call and per transaction
 RERANK_RULES = (f"windows-{WINDOW_CHARS}", f"cjk-windows-{CJK_WINDOW_CHARS}")
@@ -60,14 +61,20 @@ def _readers(st: State, kinds: Collection[str]) -> list[WindowReader]:
         readers = window_readers(model)
         out += [readers[name] for name in sorted(readers)]
     if ACROSS in kinds:
-        across = across_reader(model)
-        if across is None:
-            raise MindoryError(
-                f"the embedder {current.spec!r} has no multilingual model to read books "
-                "across languages (the default minilm+e5 has)"
-            )
-        out.append(across)
+        out.append(reader_across(model, current.spec))
     return out
+
+
+def reader_across(model: Any, spec: str) -> WindowReader:
+    """The model's cross-language reader, or an error that names the embedder (asked
+    before anything is embedded, so a refused ``--cross-language`` writes nothing)."""
+    across = across_reader(model)
+    if across is None:
+        raise MindoryError(
+            f"the embedder {spec!r} has no multilingual model to read books across "
+            "languages (the default minilm+e5 has): nothing was embedded"
+        )
+    return across
 
 
 def keeps_windows(st: State) -> frozenset[str]:

@@ -18,8 +18,8 @@ The windows are embedded once by ``mindory embed --windows`` (``chunk_windows``,
 float16 unit rows) and read back in milliseconds; without them the stage embeds them
 when the question comes (~0.9 s for English on two cores, ~10 s for Chinese), to the
 same bits. Measured in docs/search.md (English MRR@10 0.430 → 0.448, mixed held out;
-Chinese and Japanese gain on both folds): it is a named mode (``rerank=true``,
-``mindory search --rerank``), not the default.
+Chinese and Japanese 0.665 → 0.723, though 樵史演義 does not gain): it is a named mode
+(``rerank=true``, ``mindory search --rerank``), not the default.
 """
 
 from __future__ import annotations

@@ -161,6 +161,10 @@ def test_a_library_that_reads_across_keeps_it_for_new_books(tmp_path: Path) -> N
 def test_an_embedder_without_a_multilingual_half_says_so(tmp_path: Path) -> None:
     with Library.open(tmp_path / "hashed.sqlite") as library:
         library.import_book(SAMPLES / "news-from-nowhere.txt", embed=False)
+        # Refused before anything is written: no embedding, no vector.
+        with pytest.raises(MindoryError, match="nothing was embedded"):
+            library.embed("hashed", cross_language=True)
+        assert library.embeddings() == []
         library.embed("hashed")
         with pytest.raises(MindoryError, match="across languages"):
             library.embed(cross_language=True)
